@@ -1,0 +1,49 @@
+# Shared helpers for dpopt targets.
+
+# Warnings for our own code.
+set(DPOPT_WARNINGS -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare)
+
+# dpopt_library(NAME SOURCES ... DEPS ...)
+function(dpopt_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  if(ARG_SOURCES)
+    add_library(${name} STATIC ${ARG_SOURCES})
+    target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+    target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+    target_compile_options(${name} PRIVATE ${DPOPT_WARNINGS})
+  else()
+    add_library(${name} INTERFACE)
+    target_include_directories(${name} INTERFACE ${PROJECT_SOURCE_DIR})
+    target_link_libraries(${name} INTERFACE ${ARG_DEPS})
+  endif()
+endfunction()
+
+# dpopt_test(NAME SOURCES ... DEPS ... [LABELS ...] [TIMEOUT s])
+# One ctest entry per test binary; GoogleTest + gmock main.
+function(dpopt_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} dpopt_test_support
+                        GTest::gmock GTest::gtest_main)
+  target_compile_options(${name} PRIVATE ${DPOPT_WARNINGS})
+  add_test(NAME ${name} COMMAND ${name})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT}
+                       LABELS "${ARG_LABELS}"
+                       ENVIRONMENT "DPOPT_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endfunction()
+
+# Adds every immediate subdirectory of the current source dir that has a
+# CMakeLists.txt, so each area owns its own build file.
+function(dpopt_add_subdirectories)
+  file(GLOB children RELATIVE ${CMAKE_CURRENT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR}/*)
+  list(SORT children)
+  foreach(child ${children})
+    if(IS_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/${child}
+       AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${child}/CMakeLists.txt)
+      add_subdirectory(${child})
+    endif()
+  endforeach()
+endfunction()

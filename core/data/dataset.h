@@ -1,0 +1,65 @@
+// In-memory dataset: rows of features (dense or sparse) plus one label each.
+// This is the only representation of private rows inside the engine; it never
+// crosses the RPC boundary.
+#ifndef DPOPT_CORE_DATA_DATASET_H_
+#define DPOPT_CORE_DATA_DATASET_H_
+
+#include <cstdint>
+#include <string>
+
+#include "Eigen/Dense"
+#include "Eigen/SparseCore"
+#include "absl/status/status.h"
+
+namespace dpopt {
+
+enum class LabelKind {
+  kBinary = 0,      // labels in {-1, +1} (0/1 inputs are mapped to -1/+1)
+  kMulticlass = 1,  // labels in {0, ..., num_classes - 1}
+  kReal = 2,        // real-valued targets (least squares)
+};
+
+using SparseRows = Eigen::SparseMatrix<double, Eigen::RowMajor, int64_t>;
+
+class Dataset {
+ public:
+  Dataset() = default;
+  static Dataset Dense(Eigen::MatrixXd x, Eigen::VectorXd y, LabelKind kind,
+                       int num_classes = 2);
+  static Dataset Sparse(SparseRows x, Eigen::VectorXd y, LabelKind kind,
+                        int num_classes = 2);
+
+  int64_t rows() const { return labels_.size(); }
+  int64_t dimension() const { return dimension_; }
+  bool is_sparse() const { return sparse_; }
+  LabelKind label_kind() const { return label_kind_; }
+  int num_classes() const { return num_classes_; }
+  const Eigen::VectorXd& labels() const { return labels_; }
+  double label(int64_t i) const { return labels_[i]; }
+  const Eigen::MatrixXd& dense() const { return dense_; }
+  const SparseRows& sparse() const { return sparse_rows_; }
+
+  // <x_i, w>. REQUIRES: w.size() == dimension().
+  double RowDot(int64_t i, const Eigen::Ref<const Eigen::VectorXd>& w) const;
+  // out += scale * x_i. REQUIRES: out.size() == dimension().
+  void AddScaledRow(int64_t i, double scale,
+                    Eigen::Ref<Eigen::VectorXd> out) const;
+  // ||x_i||_2.
+  double RowNorm(int64_t i) const;
+
+  // Checks labels against the label kind and all values for NaN/Inf.
+  absl::Status Validate() const;
+
+ private:
+  int64_t dimension_ = 0;
+  bool sparse_ = false;
+  LabelKind label_kind_ = LabelKind::kBinary;
+  int num_classes_ = 2;
+  Eigen::MatrixXd dense_;
+  SparseRows sparse_rows_;
+  Eigen::VectorXd labels_;
+};
+
+}  // namespace dpopt
+
+#endif  // DPOPT_CORE_DATA_DATASET_H_
