@@ -1,0 +1,96 @@
+// Privacy cost as a value: a composable, serializable DP event tree, after
+// dp_accounting's dp_event.py (design.md §3 item 5). The ledger stores the
+// event's JSON so costs can be recomputed with a better accountant later.
+//
+// Parameters are relative to the mechanism's sensitivity (noise multipliers),
+// so one event describes a mechanism independently of the clipping norm.
+#ifndef DPOPT_CORE_PRIVACY_DP_EVENT_H_
+#define DPOPT_CORE_PRIVACY_DP_EVENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace dpopt::privacy {
+
+class DpEvent {
+ public:
+  enum class Kind {
+    kNoOp,
+    kGaussian,          // noise_multiplier = sigma / L2 sensitivity
+    kLaplace,           // noise_multiplier = b / L1 sensitivity
+    kDiscreteGaussian,  // noise_multiplier, sigma_in_grid_units, dimension
+    kDiscreteLaplace,   // noise_multiplier = b / effective L1 sensitivity
+    kExponential,       // epsilon (exponential mechanism / report-noisy-max)
+    kSparseVector,      // AboveThreshold: epsilon (pure), see privacy docs
+    kEpsilonDelta,      // mechanism known only by its (epsilon, delta)
+    kPoissonSampled,    // sampling_probability, inner
+    kSampledWithoutReplacement,  // source_size, sample_size, inner
+    kSelfComposed,      // count, inner
+    kComposed,          // events
+  };
+
+  DpEvent();  // NoOp.
+
+  static DpEvent NoOp();
+  static DpEvent Gaussian(double noise_multiplier);
+  static DpEvent Laplace(double noise_multiplier);
+  static DpEvent DiscreteGaussian(double noise_multiplier,
+                                  double sigma_in_grid_units,
+                                  int64_t dimension);
+  static DpEvent DiscreteLaplace(double noise_multiplier);
+  static DpEvent Exponential(double epsilon);
+  static DpEvent SparseVector(double epsilon);
+  static DpEvent EpsilonDelta(double epsilon, double delta);
+  static DpEvent PoissonSampled(double sampling_probability, DpEvent inner);
+  static DpEvent SampledWithoutReplacement(int64_t source_size,
+                                           int64_t sample_size, DpEvent inner);
+  static DpEvent SelfComposed(int64_t count, DpEvent inner);
+  static DpEvent Composed(std::vector<DpEvent> events);
+
+  Kind kind() const { return kind_; }
+  double noise_multiplier() const { return noise_multiplier_; }
+  double sigma_in_grid_units() const { return sigma_in_grid_units_; }
+  int64_t dimension() const { return dimension_; }
+  double epsilon() const { return epsilon_; }
+  double delta() const { return delta_; }
+  double sampling_probability() const { return sampling_probability_; }
+  int64_t source_size() const { return source_size_; }
+  int64_t sample_size() const { return sample_size_; }
+  int64_t count() const { return count_; }
+  // REQUIRES: kind() is one of the wrappers.
+  const DpEvent& inner() const { return events_.front(); }
+  const std::vector<DpEvent>& events() const { return events_; }
+
+  // Checks parameter ranges recursively (INVALID_ARGUMENT on violation).
+  absl::Status Validate() const;
+
+  // Stable JSON, e.g. {"self_composed":{"count":2000,"event":
+  // {"poisson_sampled":{"sampling_probability":0.01,"event":
+  // {"gaussian":{"noise_multiplier":1.1}}}}}}
+  std::string ToJson() const;
+  static absl::StatusOr<DpEvent> FromJson(absl::string_view json);
+
+  bool operator==(const DpEvent& other) const;
+
+ private:
+  Kind kind_ = Kind::kNoOp;
+  double noise_multiplier_ = 0;
+  double sigma_in_grid_units_ = 0;
+  int64_t dimension_ = 0;
+  double epsilon_ = 0;
+  double delta_ = 0;
+  double sampling_probability_ = 0;
+  int64_t source_size_ = 0;
+  int64_t sample_size_ = 0;
+  int64_t count_ = 0;
+  std::vector<DpEvent> events_;
+};
+
+}  // namespace dpopt::privacy
+
+#endif  // DPOPT_CORE_PRIVACY_DP_EVENT_H_
