@@ -1,0 +1,309 @@
+#include "core/optim/objective.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/common/status_macros.h"
+
+namespace dpopt::optim {
+namespace {
+
+constexpr int64_t kMaxDimension = 10'000'000;
+
+// log(1 + exp(-m)), stable for large |m|.
+double LogisticLoss(double m) {
+  return m > 0 ? std::log1p(std::exp(-m)) : -m + std::log1p(std::exp(m));
+}
+// d/dm log(1 + exp(-m)) = -1 / (1 + exp(m)).
+double LogisticDerivative(double m) {
+  if (m > 0) {
+    const double e = std::exp(-m);
+    return -e / (1.0 + e);
+  }
+  return -1.0 / (1.0 + std::exp(m));
+}
+
+}  // namespace
+
+std::string LossName(LossKind loss) {
+  switch (loss) {
+    case LossKind::kLogistic:
+      return "logistic";
+    case LossKind::kSoftmax:
+      return "softmax";
+    case LossKind::kLeastSquares:
+      return "least_squares";
+    case LossKind::kHinge:
+      return "hinge";
+    case LossKind::kHuberizedHinge:
+      return "huberized_hinge";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<LossKind> ParseLoss(absl::string_view name) {
+  for (LossKind k :
+       {LossKind::kLogistic, LossKind::kSoftmax, LossKind::kLeastSquares,
+        LossKind::kHinge, LossKind::kHuberizedHinge}) {
+    if (name == LossName(k)) return k;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown loss \"", name, "\""));
+}
+
+LabelKind RequiredLabelKind(LossKind loss) {
+  switch (loss) {
+    case LossKind::kSoftmax:
+      return LabelKind::kMulticlass;
+    case LossKind::kLeastSquares:
+      return LabelKind::kReal;
+    default:
+      return LabelKind::kBinary;
+  }
+}
+
+absl::Status ModelConfig::Validate() const {
+  if (!std::isfinite(l2) || l2 < 0) {
+    return absl::InvalidArgumentError("l2 must be finite and >= 0");
+  }
+  if (!std::isfinite(l1) || l1 < 0) {
+    return absl::InvalidArgumentError("l1 must be finite and >= 0");
+  }
+  if (!std::isfinite(label_bound) || label_bound < 0) {
+    return absl::InvalidArgumentError("label_bound must be finite and >= 0");
+  }
+  switch (loss) {
+    case LossKind::kSoftmax:
+      if (num_classes < 2 || num_classes > 1000) {
+        return absl::InvalidArgumentError(
+            "softmax needs num_classes in [2, 1000]");
+      }
+      break;
+    case LossKind::kLeastSquares:
+      break;
+    case LossKind::kHuberizedHinge:
+      if (!(huber_width > 0 && huber_width <= 1)) {
+        return absl::InvalidArgumentError("huber_width must be in (0, 1]");
+      }
+      [[fallthrough]];
+    case LossKind::kLogistic:
+    case LossKind::kHinge:
+      if (num_classes != 2) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            LossName(loss), " is a binary loss: num_classes must be 2"));
+      }
+      break;
+    default:
+      return absl::InvalidArgumentError("unknown loss");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Objective>> Objective::Create(
+    const ModelConfig& config, int64_t dimension) {
+  RETURN_IF_ERROR(config.Validate());
+  if (dimension < 1 || dimension > kMaxDimension) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dimension must be in [1, ", kMaxDimension, "]"));
+  }
+  return std::unique_ptr<Objective>(new Objective(config, dimension));
+}
+
+Objective::Objective(const ModelConfig& config, int64_t dimension)
+    : config_(config),
+      dimension_(dimension),
+      outputs_(config.loss == LossKind::kSoftmax ? config.num_classes : 1) {}
+
+absl::Status Objective::CheckDataset(const Dataset& data) const {
+  if (data.dimension() != dimension_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("dataset dimension %d does not match the model's %d",
+                        data.dimension(), dimension_));
+  }
+  const LabelKind want = RequiredLabelKind(config_.loss);
+  if (data.label_kind() != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "loss ", LossName(config_.loss), " does not fit the dataset's labels"));
+  }
+  if (want == LabelKind::kMulticlass &&
+      data.num_classes() != config_.num_classes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model has %d classes, dataset has %d",
+                        config_.num_classes, data.num_classes()));
+  }
+  RETURN_IF_ERROR(data.Validate());
+  // Dataset::Validate checks label ranges for its kind; re-check what the
+  // losses rely on, without echoing values.
+  const Eigen::VectorXd& y = data.labels();
+  for (int64_t i = 0; i < y.size(); ++i) {
+    const double v = y[i];
+    bool ok = std::isfinite(v);
+    if (want == LabelKind::kBinary) ok = ok && (v == 1.0 || v == -1.0);
+    if (want == LabelKind::kMulticlass) {
+      ok = ok && v >= 0 && v < config_.num_classes && v == std::floor(v);
+    }
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a label is out of range for loss ", LossName(config_.loss)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+double Objective::EffectiveLabel(const Dataset& data, int64_t i) const {
+  const double y = data.label(i);
+  if (config_.loss == LossKind::kLeastSquares && config_.label_bound > 0) {
+    return std::clamp(y, -config_.label_bound, config_.label_bound);
+  }
+  return y;
+}
+
+double Objective::ExampleCoefficients(
+    const Dataset& data, int64_t i, const Eigen::Ref<const Eigen::VectorXd>& w,
+    Eigen::Ref<Eigen::VectorXd> c) const {
+  const double y = EffectiveLabel(data, i);
+  switch (config_.loss) {
+    case LossKind::kLogistic: {
+      const double m = y * data.RowDot(i, w);
+      c[0] = y * LogisticDerivative(m);
+      return LogisticLoss(m);
+    }
+    case LossKind::kHinge: {
+      const double m = y * data.RowDot(i, w);
+      c[0] = m < 1.0 ? -y : 0.0;
+      return std::max(0.0, 1.0 - m);
+    }
+    case LossKind::kHuberizedHinge: {
+      const double h = config_.huber_width;
+      const double m = y * data.RowDot(i, w);
+      if (m > 1.0 + h) {
+        c[0] = 0.0;
+        return 0.0;
+      }
+      if (m < 1.0 - h) {
+        c[0] = -y;
+        return 1.0 - m;
+      }
+      const double r = 1.0 + h - m;
+      c[0] = -y * r / (2.0 * h);
+      return r * r / (4.0 * h);
+    }
+    case LossKind::kLeastSquares: {
+      const double r = data.RowDot(i, w) - y;
+      c[0] = r;
+      return 0.5 * r * r;
+    }
+    case LossKind::kSoftmax: {
+      // loss = logsumexp(s) - s_y; c = softmax(s) - e_y.
+      const int k = outputs_;
+      for (int j = 0; j < k; ++j) {
+        c[j] = data.RowDot(i, w.segment(j * dimension_, dimension_));
+      }
+      const int label = static_cast<int>(y);
+      const double score_y = c[label];
+      const double mx = c.maxCoeff();
+      double z = 0.0;
+      for (int j = 0; j < k; ++j) {
+        c[j] = std::exp(c[j] - mx);
+        z += c[j];
+      }
+      c /= z;
+      c[label] -= 1.0;
+      return mx + std::log(z) - score_y;
+    }
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+double Objective::ExampleLoss(
+    const Dataset& data, int64_t i,
+    const Eigen::Ref<const Eigen::VectorXd>& w) const {
+  Eigen::VectorXd c(outputs_);
+  return ExampleCoefficients(data, i, w, c);
+}
+
+void Objective::AddScaledExampleGradient(
+    const Dataset& data, int64_t i, const Eigen::Ref<const Eigen::VectorXd>& c,
+    double scale, Eigen::Ref<Eigen::VectorXd> out) const {
+  for (int j = 0; j < outputs_; ++j) {
+    const double a = scale * c[j];
+    if (a != 0.0) {
+      data.AddScaledRow(i, a, out.segment(j * dimension_, dimension_));
+    }
+  }
+}
+
+Eigen::VectorXd Objective::ExampleGradient(
+    const Dataset& data, int64_t i,
+    const Eigen::Ref<const Eigen::VectorXd>& w) const {
+  Eigen::VectorXd c(outputs_);
+  ExampleCoefficients(data, i, w, c);
+  Eigen::VectorXd g = Eigen::VectorXd::Zero(parameter_size());
+  AddScaledExampleGradient(data, i, c, 1.0, g);
+  return g;
+}
+
+double Objective::Regularizer(
+    const Eigen::Ref<const Eigen::VectorXd>& w) const {
+  return 0.5 * config_.l2 * w.squaredNorm() + config_.l1 * w.lpNorm<1>();
+}
+
+void Objective::AddSmoothRegularizerGradient(
+    const Eigen::Ref<const Eigen::VectorXd>& w,
+    Eigen::Ref<Eigen::VectorXd> out) const {
+  if (config_.l2 != 0.0) out.noalias() += config_.l2 * w;
+}
+
+double Objective::Loss(const Dataset& data,
+                       const Eigen::Ref<const Eigen::VectorXd>& w) const {
+  Eigen::VectorXd c(outputs_);
+  double sum = 0.0;
+  for (int64_t i = 0; i < data.rows(); ++i) {
+    sum += ExampleCoefficients(data, i, w, c);
+  }
+  return sum / static_cast<double>(data.rows()) + Regularizer(w);
+}
+
+Eigen::VectorXd Objective::SmoothGradient(
+    const Dataset& data, const Eigen::Ref<const Eigen::VectorXd>& w) const {
+  Eigen::VectorXd c(outputs_);
+  Eigen::VectorXd g = Eigen::VectorXd::Zero(parameter_size());
+  const double inv_n = 1.0 / static_cast<double>(data.rows());
+  for (int64_t i = 0; i < data.rows(); ++i) {
+    ExampleCoefficients(data, i, w, c);
+    AddScaledExampleGradient(data, i, c, inv_n, g);
+  }
+  AddSmoothRegularizerGradient(w, g);
+  return g;
+}
+
+double Objective::Accuracy(const Dataset& data,
+                           const Eigen::Ref<const Eigen::VectorXd>& w) const {
+  if (config_.loss == LossKind::kLeastSquares || data.rows() == 0) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  int64_t correct = 0;
+  for (int64_t i = 0; i < data.rows(); ++i) {
+    if (config_.loss == LossKind::kSoftmax) {
+      int best = 0;
+      double best_score = -std::numeric_limits<double>::infinity();
+      for (int j = 0; j < outputs_; ++j) {
+        const double s = data.RowDot(i, w.segment(j * dimension_, dimension_));
+        if (s > best_score) {
+          best_score = s;
+          best = j;
+        }
+      }
+      correct += (best == static_cast<int>(data.label(i)));
+    } else {
+      const double pred = data.RowDot(i, w) >= 0 ? 1.0 : -1.0;
+      correct += (pred == data.label(i));
+    }
+  }
+  return static_cast<double>(correct) / static_cast<double>(data.rows());
+}
+
+}  // namespace dpopt::optim

@@ -1,0 +1,104 @@
+// Objective: per-example losses and gradients of linear models, the
+// regularizer, and evaluation (loss, accuracy) on a dataset.
+//
+// Every supported loss is a function of the k = outputs() scores
+// s_j = <w_j, x> (k = 1 except softmax, where k = num_classes). Hence the
+// per-example gradient has the form
+//   grad_w loss(w; x_i, y_i) = c_i (outer) x_i,   c_i in R^k,
+// i.e. block j of the gradient is c_ij * x_i, and its L2 norm is
+// ||c_i||_2 * ||x_i||_2. The private gradient oracle uses this to clip
+// per-example gradients without materializing them (fast on sparse rows).
+//
+// Objective holds no data; it is immutable and thread-compatible.
+#ifndef DPOPT_CORE_OPTIM_OBJECTIVE_H_
+#define DPOPT_CORE_OPTIM_OBJECTIVE_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "Eigen/Dense"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/data/dataset.h"
+#include "core/optim/model.h"
+
+namespace dpopt::optim {
+
+class Objective {
+ public:
+  // Errors: INVALID_ARGUMENT if config.Validate() fails or dimension is not
+  // in [1, 10^7].
+  static absl::StatusOr<std::unique_ptr<Objective>> Create(
+      const ModelConfig& config, int64_t dimension);
+
+  const ModelConfig& config() const { return config_; }
+  int64_t dimension() const { return dimension_; }
+  // Number of scores k (1, or num_classes for softmax).
+  int outputs() const { return outputs_; }
+  // d, or num_classes * d for softmax.
+  int64_t parameter_size() const { return outputs_ * dimension_; }
+
+  // OK if `data` can be used with this objective: dimension matches, label
+  // kind matches the loss, labels are in range, all values finite.
+  // INVALID_ARGUMENT otherwise. Messages never contain row values.
+  absl::Status CheckDataset(const Dataset& data) const;
+
+  // --- Per-example API (used by the private gradient oracle). -------------
+  // REQUIRES for all: 0 <= i < data.rows(), w.size() == parameter_size(),
+  // CheckDataset(data) is OK.
+
+  // loss(w; x_i, y_i) (no regularizer).
+  double ExampleLoss(const Dataset& data, int64_t i,
+                     const Eigen::Ref<const Eigen::VectorXd>& w) const;
+  // Writes the gradient coefficients c_i (size outputs()) and returns
+  // loss(w; x_i, y_i). For the hinge loss c_i is a subgradient.
+  double ExampleCoefficients(const Dataset& data, int64_t i,
+                             const Eigen::Ref<const Eigen::VectorXd>& w,
+                             Eigen::Ref<Eigen::VectorXd> c) const;
+  // out += scale * (c (outer) x_i). REQUIRES: c.size() == outputs(),
+  // out.size() == parameter_size().
+  void AddScaledExampleGradient(const Dataset& data, int64_t i,
+                                const Eigen::Ref<const Eigen::VectorXd>& c,
+                                double scale,
+                                Eigen::Ref<Eigen::VectorXd> out) const;
+  // The full per-example gradient (convenience; allocates).
+  Eigen::VectorXd ExampleGradient(
+      const Dataset& data, int64_t i,
+      const Eigen::Ref<const Eigen::VectorXd>& w) const;
+
+  // --- Regularizer (data-independent). ------------------------------------
+  // (l2/2) ||w||^2 + l1 ||w||_1.
+  double Regularizer(const Eigen::Ref<const Eigen::VectorXd>& w) const;
+  // out += l2 * w (the smooth part; L1 is handled by proximal steps).
+  void AddSmoothRegularizerGradient(const Eigen::Ref<const Eigen::VectorXd>& w,
+                                    Eigen::Ref<Eigen::VectorXd> out) const;
+
+  // --- Whole-dataset, NON-PRIVATE evaluation. ------------------------------
+  // Never publish these on private data: for evaluation on public datasets,
+  // tests and non-private baselines only.
+
+  // (1/rows) sum_i loss_i + Regularizer(w).
+  double Loss(const Dataset& data,
+              const Eigen::Ref<const Eigen::VectorXd>& w) const;
+  // (1/rows) sum_i grad loss_i + l2 * w (subgradient for hinge; excludes L1).
+  Eigen::VectorXd SmoothGradient(
+      const Dataset& data, const Eigen::Ref<const Eigen::VectorXd>& w) const;
+  // Fraction of rows classified correctly: binary losses predict
+  // sign(<w, x>) (0 counts as +1), softmax predicts argmax_j <w_j, x> (lowest
+  // index on ties). Least squares is not a classifier: returns NaN.
+  double Accuracy(const Dataset& data,
+                  const Eigen::Ref<const Eigen::VectorXd>& w) const;
+
+ private:
+  Objective(const ModelConfig& config, int64_t dimension);
+  // Label used by the loss (clipped for least squares).
+  double EffectiveLabel(const Dataset& data, int64_t i) const;
+
+  ModelConfig config_;
+  int64_t dimension_;
+  int outputs_;
+};
+
+}  // namespace dpopt::optim
+
+#endif  // DPOPT_CORE_OPTIM_OBJECTIVE_H_

@@ -1,0 +1,232 @@
+#include "core/optim/private_oracle.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+#include "core/optim/algorithm.h"
+
+namespace dpopt::optim {
+namespace {
+
+class SecureNoiseAdder final : public NoiseAdder {
+ public:
+  absl::Status AddGaussian(const noise::GaussianPlan& plan,
+                           noise::RandomSource& rng,
+                           Eigen::Ref<Eigen::VectorXd> v) const override {
+    return noise::AddGaussianNoise(plan, rng, v);
+  }
+  absl::Status AddLaplace(const noise::LaplacePlan& plan,
+                          noise::RandomSource& rng,
+                          Eigen::Ref<Eigen::VectorXd> v) const override {
+    return noise::AddLaplaceNoise(plan, rng, v);
+  }
+};
+
+bool FinitePositive(double x) { return std::isfinite(x) && x > 0; }
+
+absl::Status CheckRate(double q) {
+  if (!(q > 0 && q <= 1)) {
+    return absl::InvalidArgumentError("sampling rate must be in (0, 1]");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const NoiseAdder& SecureNoise() {
+  static const SecureNoiseAdder* const kNoise = new SecureNoiseAdder();
+  return *kNoise;
+}
+
+const NoiseAdder& SolveContext::noise() const {
+  return noise_for_testing_ != nullptr ? *noise_for_testing_ : SecureNoise();
+}
+
+absl::Status GaussianGradientQuery::Validate() const {
+  RETURN_IF_ERROR(CheckRate(sampling_rate));
+  if (!FinitePositive(clip_norm)) {
+    return absl::InvalidArgumentError("clip norm must be finite and > 0");
+  }
+  if (!FinitePositive(noise_multiplier)) {
+    return absl::InvalidArgumentError(
+        "noise multiplier must be finite and > 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LaplaceGradientQuery::Validate() const {
+  RETURN_IF_ERROR(CheckRate(sampling_rate));
+  if (!FinitePositive(clip_norm)) {
+    return absl::InvalidArgumentError("clip norm must be finite and > 0");
+  }
+  if (!FinitePositive(scale_multiplier)) {
+    return absl::InvalidArgumentError(
+        "scale multiplier must be finite and > 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<privacy::DpEvent> GaussianGradientEvent(
+    const GaussianGradientQuery& query, int64_t parameter_size) {
+  RETURN_IF_ERROR(query.Validate());
+  ASSIGN_OR_RETURN(noise::GaussianPlan plan,
+                   noise::PlanGaussian(query.clip_norm, query.noise_multiplier,
+                                       parameter_size));
+  privacy::DpEvent inner = privacy::DpEvent::DiscreteGaussian(
+      query.noise_multiplier, plan.sigma_in_grid_units, parameter_size);
+  if (query.sampling_rate == 1.0) return inner;
+  return privacy::DpEvent::PoissonSampled(query.sampling_rate,
+                                          std::move(inner));
+}
+
+absl::StatusOr<privacy::DpEvent> LaplaceGradientEvent(
+    const LaplaceGradientQuery& query, int64_t parameter_size) {
+  RETURN_IF_ERROR(query.Validate());
+  // Validates the plan (grid, dimension) even though the event only needs
+  // the multiplier: the release is (1 / scale_multiplier)-DP.
+  ASSIGN_OR_RETURN(noise::LaplacePlan plan,
+                   noise::PlanLaplace(query.clip_norm, query.scale_multiplier,
+                                      parameter_size));
+  (void)plan;
+  privacy::DpEvent inner =
+      privacy::DpEvent::DiscreteLaplace(query.scale_multiplier);
+  if (query.sampling_rate == 1.0) return inner;
+  return privacy::DpEvent::PoissonSampled(query.sampling_rate,
+                                          std::move(inner));
+}
+
+absl::StatusOr<std::unique_ptr<PrivateGradientOracle>>
+PrivateGradientOracle::Create(const Dataset& data, const Objective& objective,
+                              int64_t public_rows, noise::RandomSource& rng,
+                              const NoiseAdder& noise, ReleaseBudget& budget) {
+  if (public_rows < 1) {
+    return absl::InvalidArgumentError("public row count must be >= 1");
+  }
+  RETURN_IF_ERROR(objective.CheckDataset(data));
+  return std::unique_ptr<PrivateGradientOracle>(new PrivateGradientOracle(
+      data, objective, public_rows, rng, noise, budget));
+}
+
+PrivateGradientOracle::PrivateGradientOracle(
+    const Dataset& data, const Objective& objective, int64_t public_rows,
+    noise::RandomSource& rng, const NoiseAdder& noise, ReleaseBudget& budget)
+    : data_(data),
+      objective_(objective),
+      public_rows_(public_rows),
+      rng_(rng),
+      noise_(noise),
+      budget_(budget),
+      coef_(objective.outputs()),
+      sum_(objective.parameter_size()) {}
+
+absl::Status PrivateGradientOracle::Sample(double q) {
+  const int64_t n = data_.rows();
+  batch_.clear();
+  if (q == 1.0) {
+    batch_.resize(n);
+    for (int64_t i = 0; i < n; ++i) batch_[i] = i;
+    return absl::OkStatus();
+  }
+  // Include row i iff U_i < floor(q * 2^64), U_i uniform on [0, 2^64):
+  // probability floor(q 2^64) / 2^64 (exactly q for q >= 2^-11; see header).
+  // q < 1 is a double <= 1 - 2^-53, so q * 2^64 < 2^64 is exact to convert.
+  const uint64_t threshold = static_cast<uint64_t>(std::ldexp(q, 64));
+  for (int64_t i = 0; i < n; ++i) {
+    if (rng_.NextUint64() < threshold) batch_.push_back(i);
+  }
+  // A failed source returns 0 (would select every row): fail closed.
+  return rng_.status();
+}
+
+void PrivateGradientOracle::ClippedSum(
+    Norm norm, double clip, const Eigen::Ref<const Eigen::VectorXd>& w) {
+  Eigen::VectorXd& row_norm = norm == Norm::kL2 ? row_l2_ : row_l1_;
+  if (row_norm.size() != data_.rows()) {
+    row_norm.resize(data_.rows());
+    for (int64_t i = 0; i < data_.rows(); ++i) {
+      if (norm == Norm::kL2) {
+        row_norm[i] = data_.RowNorm(i);
+      } else if (data_.is_sparse()) {
+        double s = 0;
+        for (SparseRows::InnerIterator it(data_.sparse(), i); it; ++it) {
+          s += std::abs(it.value());
+        }
+        row_norm[i] = s;
+      } else {
+        row_norm[i] = data_.dense().row(i).lpNorm<1>();
+      }
+    }
+  }
+  sum_.setZero();
+  for (int64_t i : batch_) {
+    objective_.ExampleCoefficients(data_, i, w, coef_);
+    // ||c (outer) x||_2 = ||c||_2 ||x||_2; ||c (outer) x||_1 = ||c||_1 ||x||_1.
+    const double c_norm = norm == Norm::kL2 ? coef_.norm() : coef_.lpNorm<1>();
+    const double g_norm = c_norm * row_norm[i];
+    const double scale = g_norm > clip ? clip / g_norm : 1.0;
+    objective_.AddScaledExampleGradient(data_, i, coef_, scale, sum_);
+  }
+}
+
+absl::Status PrivateGradientOracle::GaussianGradient(
+    const GaussianGradientQuery& query,
+    const Eigen::Ref<const Eigen::VectorXd>& w, Eigen::VectorXd* g) {
+  if (w.size() != objective_.parameter_size()) {
+    return absl::InvalidArgumentError("iterate has the wrong size");
+  }
+  const int64_t p = objective_.parameter_size();
+  ASSIGN_OR_RETURN(privacy::DpEvent event, GaussianGradientEvent(query, p));
+  ASSIGN_OR_RETURN(
+      noise::GaussianPlan plan,
+      noise::PlanGaussian(query.clip_norm, query.noise_multiplier, p));
+  RETURN_IF_ERROR(budget_.Charge(event));  // before any data access
+  RETURN_IF_ERROR(Sample(query.sampling_rate));
+  ClippedSum(Norm::kL2, query.clip_norm, w);
+  RETURN_IF_ERROR(noise_.AddGaussian(plan, rng_, sum_));
+  RETURN_IF_ERROR(rng_.status());
+  // Normalise by the public expected batch size q * n (post-processing).
+  *g = sum_ / (query.sampling_rate * static_cast<double>(public_rows_));
+  objective_.AddSmoothRegularizerGradient(w, *g);
+  return absl::OkStatus();
+}
+
+absl::Status PrivateGradientOracle::LaplaceGradient(
+    const LaplaceGradientQuery& query,
+    const Eigen::Ref<const Eigen::VectorXd>& w, Eigen::VectorXd* g) {
+  if (w.size() != objective_.parameter_size()) {
+    return absl::InvalidArgumentError("iterate has the wrong size");
+  }
+  const int64_t p = objective_.parameter_size();
+  ASSIGN_OR_RETURN(privacy::DpEvent event, LaplaceGradientEvent(query, p));
+  ASSIGN_OR_RETURN(
+      noise::LaplacePlan plan,
+      noise::PlanLaplace(query.clip_norm, query.scale_multiplier, p));
+  RETURN_IF_ERROR(budget_.Charge(event));
+  RETURN_IF_ERROR(Sample(query.sampling_rate));
+  ClippedSum(Norm::kL1, query.clip_norm, w);
+  RETURN_IF_ERROR(noise_.AddLaplace(plan, rng_, sum_));
+  RETURN_IF_ERROR(rng_.status());
+  *g = sum_ / (query.sampling_rate * static_cast<double>(public_rows_));
+  objective_.AddSmoothRegularizerGradient(w, *g);
+  return absl::OkStatus();
+}
+
+absl::Status PrivateGradientOracle::ExactGradient(
+    const Eigen::Ref<const Eigen::VectorXd>& w, Eigen::VectorXd* g) {
+  if (w.size() != objective_.parameter_size()) {
+    return absl::InvalidArgumentError("iterate has the wrong size");
+  }
+  RETURN_IF_ERROR(budget_.Charge(privacy::DpEvent::NoOp()));
+  sum_.setZero();
+  for (int64_t i = 0; i < data_.rows(); ++i) {
+    objective_.ExampleCoefficients(data_, i, w, coef_);
+    objective_.AddScaledExampleGradient(data_, i, coef_, 1.0, sum_);
+  }
+  *g = sum_ / static_cast<double>(public_rows_);
+  objective_.AddSmoothRegularizerGradient(w, *g);
+  return absl::OkStatus();
+}
+
+}  // namespace dpopt::optim

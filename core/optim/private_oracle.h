@@ -1,0 +1,148 @@
+// PrivateGradientOracle: the only place where optimizers touch private rows.
+// Every method returns a privatized quantity and charges its DP event to the
+// run's ReleaseBudget BEFORE reading the data.
+//
+// Gaussian gradient release (issue 2; design.md §5), for a query (q, C, z)
+// on the public row count n:
+//   1. Poisson sampling by the server: each row is included independently
+//      with probability q' = floor(q * 2^64) / 2^64 (one 64-bit draw from
+//      the RandomSource per row, compared with an integer threshold). q' == q
+//      whenever q * 2^64 is an integer (every double q >= 2^-11), and q' <= q
+//      always, so charging the event with q is conservative (the sampled
+//      Gaussian's RDP is increasing in q). q == 1 uses every row, no draws.
+//   2. Per-example L2 clipping to C, enforced here whatever the client asked:
+//      g_i <- g_i * min(1, C / ||g_i||_2).
+//   3. S = sum of clipped g_i; under add/remove one row ||S - S'||_2 <= C.
+//   4. Noise on the SUM through noise::AddGaussianNoise with
+//      plan = noise::PlanGaussian(C, z, p) (discrete Gaussian on a
+//      power-of-two grid; the grid rounding is in the plan's sensitivity).
+//   5. Normalisation by the PUBLIC expected batch size q * n (post-
+//      processing), then the data-independent regularizer gradient l2 * w.
+// The DP event of one release is
+//   PoissonSampled(q, DiscreteGaussian(z, plan.sigma_in_grid_units, p)),
+// without the PoissonSampled wrapper when q == 1 (GaussianGradientEvent()).
+//
+// Laplace gradient release (seed 002's pure-DP family): the same with
+// per-example L1 clipping to C (||c (outer) x||_1 = ||c||_1 ||x||_1),
+// noise::AddLaplaceNoise with plan = noise::PlanLaplace(C, b_mult, p), and
+// the event PoissonSampled(q, DiscreteLaplace(b_mult))
+// (LaplaceGradientEvent()).
+//
+// Extending: new privatized queries (e.g. seed 003's clipped loss sums for
+// the noisy line search) belong here as further methods, each charging its
+// exact event first.
+#ifndef DPOPT_CORE_OPTIM_PRIVATE_ORACLE_H_
+#define DPOPT_CORE_OPTIM_PRIVATE_ORACLE_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "Eigen/Dense"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/data/dataset.h"
+#include "core/noise/random.h"
+#include "core/noise/vector_mechanisms.h"
+#include "core/optim/objective.h"
+#include "core/optim/release_budget.h"
+#include "core/privacy/dp_event.h"
+
+namespace dpopt::optim {
+
+// How calibrated noise is added to a clipped sum. Production code always
+// uses SecureNoise(); the only other implementation is the test double in
+// core/optim/testing/ (NOT differentially private, never in the server).
+class NoiseAdder {
+ public:
+  virtual ~NoiseAdder() = default;
+  virtual absl::Status AddGaussian(const noise::GaussianPlan& plan,
+                                   noise::RandomSource& rng,
+                                   Eigen::Ref<Eigen::VectorXd> v) const = 0;
+  virtual absl::Status AddLaplace(const noise::LaplacePlan& plan,
+                                  noise::RandomSource& rng,
+                                  Eigen::Ref<Eigen::VectorXd> v) const = 0;
+};
+
+// noise::AddGaussianNoise / noise::AddLaplaceNoise (exact discrete samplers).
+const NoiseAdder& SecureNoise();
+
+struct GaussianGradientQuery {
+  double sampling_rate = 1;     // q in (0, 1]; 1 = every row
+  double clip_norm = 0;         // per-example L2 bound C > 0
+  double noise_multiplier = 0;  // z > 0
+  absl::Status Validate() const;
+};
+
+struct LaplaceGradientQuery {
+  double sampling_rate = 1;     // q in (0, 1]
+  double clip_norm = 0;         // per-example L1 bound C > 0
+  double scale_multiplier = 0;  // Laplace scale / effective L1 sensitivity
+  absl::Status Validate() const;
+};
+
+// The exact DP event (add/remove relation) of one release on a parameter
+// vector of size p. Errors: INVALID_ARGUMENT for invalid queries.
+absl::StatusOr<privacy::DpEvent> GaussianGradientEvent(
+    const GaussianGradientQuery& query, int64_t parameter_size);
+absl::StatusOr<privacy::DpEvent> LaplaceGradientEvent(
+    const LaplaceGradientQuery& query, int64_t parameter_size);
+
+class PrivateGradientOracle {
+ public:
+  // `public_rows` is the curator-declared row count n used to normalise.
+  // All references must outlive the oracle.
+  // Errors: INVALID_ARGUMENT if objective.CheckDataset(data) fails or
+  // public_rows < 1.
+  static absl::StatusOr<std::unique_ptr<PrivateGradientOracle>> Create(
+      const Dataset& data, const Objective& objective, int64_t public_rows,
+      noise::RandomSource& rng, const NoiseAdder& noise, ReleaseBudget& budget);
+
+  // *g = (sum_{i in B} clip_C(grad_i(w)) + noise) / (q n) + l2 w, as above.
+  // Charges GaussianGradientEvent(query) first. Errors: INVALID_ARGUMENT
+  // (bad query / w size), the budget's error (nothing read, *g untouched),
+  // the rng's error (*g must not be published).
+  absl::Status GaussianGradient(const GaussianGradientQuery& query,
+                                const Eigen::Ref<const Eigen::VectorXd>& w,
+                                Eigen::VectorXd* g);
+  // Same with L1 clipping and Laplace noise.
+  absl::Status LaplaceGradient(const LaplaceGradientQuery& query,
+                               const Eigen::Ref<const Eigen::VectorXd>& w,
+                               Eigen::VectorXd* g);
+
+  // NON-PRIVATE: *g = (1/n) sum_i grad_i(w) + l2 w over every row, no
+  // clipping, no noise. Charges DpEvent::NoOp(), which only
+  // UnlimitedNoOpBudget accepts, i.e. only runs calibrated as non-private
+  // (public datasets, decided by the server). FAILED_PRECONDITION otherwise.
+  absl::Status ExactGradient(const Eigen::Ref<const Eigen::VectorXd>& w,
+                             Eigen::VectorXd* g);
+
+  const Objective& objective() const { return objective_; }
+  int64_t public_rows() const { return public_rows_; }
+
+ private:
+  PrivateGradientOracle(const Dataset& data, const Objective& objective,
+                        int64_t public_rows, noise::RandomSource& rng,
+                        const NoiseAdder& noise, ReleaseBudget& budget);
+  // Poisson sample into batch_ (see header comment). Checks the rng status.
+  absl::Status Sample(double q);
+  enum class Norm { kL2, kL1 };
+  // sum_ <- sum over batch_ of per-example gradients clipped to `clip`.
+  void ClippedSum(Norm norm, double clip,
+                  const Eigen::Ref<const Eigen::VectorXd>& w);
+
+  const Dataset& data_;
+  const Objective& objective_;
+  const int64_t public_rows_;
+  noise::RandomSource& rng_;
+  const NoiseAdder& noise_;
+  ReleaseBudget& budget_;
+  Eigen::VectorXd row_l2_;  // ||x_i||_2, computed lazily
+  Eigen::VectorXd row_l1_;  // ||x_i||_1, computed lazily
+  std::vector<int64_t> batch_;
+  Eigen::VectorXd coef_;
+  Eigen::VectorXd sum_;
+};
+
+}  // namespace dpopt::optim
+
+#endif  // DPOPT_CORE_OPTIM_PRIVATE_ORACLE_H_
