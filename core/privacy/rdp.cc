@@ -1,0 +1,354 @@
+#include "core/privacy/rdp.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+#include "core/privacy/log_math.h"
+
+namespace dpopt::privacy {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+bool IsInteger(double x) { return std::isfinite(x) && std::floor(x) == x; }
+
+// log A_alpha for integer alpha (MTZ19 Sec. 3.3):
+// A_alpha = sum_{i=0}^{alpha} C(alpha,i) q^i (1-q)^{alpha-i}
+//           exp((i^2 - i) / (2 z^2)).
+double LogAInt(double q, double z, double alpha) {
+  const int64_t a = static_cast<int64_t>(alpha);
+  double log_a = -kInf;
+  const double log_q = std::log(q), log_1mq = std::log1p(-q);
+  for (int64_t i = 0; i <= a; ++i) {
+    const double di = static_cast<double>(i);
+    const double log_coef =
+        LogBinomial(alpha, di) + di * log_q + (alpha - di) * log_1mq;
+    log_a = LogAdd(log_a, log_coef + (di * di - di) / (2 * z * z));
+  }
+  return log_a;
+}
+
+// log A_alpha for fractional alpha (MTZ19 Sec. 3.4): A = A0 + A1 with
+//   A0 = sum_i C(alpha,i) q^i (1-q)^{alpha-i} e^{(i^2-i)/(2z^2)}
+//        * 0.5 erfc((i - z0) / (sqrt(2) z)),
+//   A1 = sum_i C(alpha,i) q^{alpha-i} (1-q)^i
+//   e^{((alpha-i)^2-(alpha-i))/(2z^2)}
+//        * 0.5 erfc((z0 - (alpha-i)) / (sqrt(2) z)),
+//   z0 = z^2 log(1/q - 1) + 1/2.
+// Terms are summed until both are below e^-30 (dp_accounting's stopping
+// rule). With signed_series == false every term enters with |C(alpha, i)|.
+double LogAFrac(double q, double z, double alpha, bool signed_series) {
+  double log_a0 = -kInf, log_a1 = -kInf;
+  const double z0 = z * z * std::log(1 / q - 1) + 0.5;
+  const double log_q = std::log(q), log_1mq = std::log1p(-q);
+  for (int64_t i = 0;; ++i) {
+    const double di = static_cast<double>(i);
+    const double log_coef = LogAbsBinomial(alpha, di);
+    const bool negative = signed_series && BinomialIsNegative(alpha, di);
+    const double j = alpha - di;
+    const double log_t0 = log_coef + di * log_q + j * log_1mq;
+    const double log_t1 = log_coef + j * log_q + di * log_1mq;
+    const double log_e0 =
+        std::log(0.5) + LogErfc((di - z0) / (std::sqrt(2.0) * z));
+    const double log_e1 =
+        std::log(0.5) + LogErfc((z0 - j) / (std::sqrt(2.0) * z));
+    const double log_s0 = log_t0 + (di * di - di) / (2 * z * z) + log_e0;
+    const double log_s1 = log_t1 + (j * j - j) / (2 * z * z) + log_e1;
+    if (!negative) {
+      log_a0 = LogAdd(log_a0, log_s0);
+      log_a1 = LogAdd(log_a1, log_s1);
+    } else {
+      log_a0 = LogSub(log_a0, log_s0);
+      log_a1 = LogSub(log_a1, log_s1);
+    }
+    if (std::max(log_s0, log_s1) < -30 || i > 100000) break;
+  }
+  return LogAdd(log_a0, log_a1);
+}
+
+// Poisson-sampled inner event, RDP at `alpha`, given the inner curve.
+absl::StatusOr<std::vector<double>> PoissonSampledRdp(
+    const DpEvent& event, absl::Span<const double> orders) {
+  const double q = event.sampling_probability();
+  const DpEvent& inner = event.inner();
+  if (q == 0) return std::vector<double>(orders.size(), 0.0);
+  if (q == 1) return ComputeRdp(inner, orders);
+  if (inner.kind() == DpEvent::Kind::kGaussian) {
+    std::vector<double> out;
+    out.reserve(orders.size());
+    for (double a : orders) {
+      out.push_back(RdpPoissonSampledGaussian(q, inner.noise_multiplier(), a));
+    }
+    return out;
+  }
+  // Generic: an inner pure eps-DP mechanism, Poisson-subsampled, is
+  // log(1 + q (e^eps - 1))-DP (Balle, Barthe, Gaboardi 2018, Thm. 8 for
+  // add/remove), hence the randomized-response curve at that epsilon.
+  const double inf_order[] = {kInf};
+  ASSIGN_OR_RETURN(std::vector<double> pure, ComputeRdp(inner, inf_order));
+  if (!std::isfinite(pure[0])) {
+    return absl::UnimplementedError(absl::StrCat(
+        "RDP accountant: Poisson sampling is supported around a Gaussian or "
+        "a pure-DP event, not around ",
+        inner.ToJson()));
+  }
+  const double eps = std::log1p(q * std::expm1(pure[0]));
+  std::vector<double> out;
+  out.reserve(orders.size());
+  for (double a : orders) out.push_back(RdpPureDp(eps, a));
+  return out;
+}
+
+// Sampling without replacement: implemented in step 3.
+absl::StatusOr<std::vector<double>> SampledWithoutReplacementRdp(
+    const DpEvent& event, absl::Span<const double> orders) {
+  return absl::UnimplementedError(
+      "RDP accountant: sampling without replacement is not supported yet");
+}
+
+}  // namespace
+
+const std::vector<double>& DefaultRdpOrders() {
+  static const std::vector<double>* orders = [] {
+    auto* v = new std::vector<double>;
+    for (int x = 1; x < 100; ++x) v->push_back(1 + x / 10.0);
+    for (int a = 11; a < 64; ++a) v->push_back(a);
+    for (double a : {128.0, 256.0, 512.0, 1024.0}) v->push_back(a);
+    return v;
+  }();
+  return *orders;
+}
+
+absl::Status ValidateOrders(absl::Span<const double> orders) {
+  for (double a : orders) {
+    if (!(a > 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RDP orders must be > 1, got ", a));
+    }
+  }
+  return absl::OkStatus();
+}
+
+double RdpPoissonSampledGaussian(double q, double z, double alpha,
+                                 bool signed_series) {
+  if (q == 0) return 0;
+  if (z == 0) return kInf;
+  if (std::isinf(alpha)) return kInf;
+  if (q == 1) return alpha / (2 * z * z);  // Mironov 2017, Prop. 7.
+  const double log_a = IsInteger(alpha) ? LogAInt(q, z, alpha)
+                                        : LogAFrac(q, z, alpha, signed_series);
+  // eps(alpha) = log(A_alpha) / (alpha - 1) (MTZ19, Thm. 4); never negative.
+  return std::max(0.0, log_a / (alpha - 1));
+}
+
+double RdpLaplace(double noise_multiplier, double alpha) {
+  const double b = noise_multiplier;
+  if (b == 0) return kInf;
+  if (std::isinf(alpha)) return 1 / b;
+  // Mironov 2017, Prop. 6 (Table II), for sensitivity 1 and scale b:
+  // (1/(alpha-1)) log( alpha/(2alpha-1) e^{(alpha-1)/b}
+  //                    + (alpha-1)/(2alpha-1) e^{-alpha/b} ).
+  const double l1 = std::log(alpha / (2 * alpha - 1)) + (alpha - 1) / b;
+  const double l2 = std::log((alpha - 1) / (2 * alpha - 1)) - alpha / b;
+  return std::max(0.0, std::min(1 / b, LogAdd(l1, l2) / (alpha - 1)));
+}
+
+double RdpPureDp(double epsilon, double alpha) {
+  if (epsilon == 0) return 0;
+  if (std::isinf(epsilon) || std::isinf(alpha)) return epsilon;
+  // D_alpha(RR_eps) = (1/(alpha-1)) [log(e^{alpha eps} + e^{(1-alpha) eps})
+  //                                  - log(1 + e^eps)].
+  const double v =
+      (LogAdd(alpha * epsilon, (1 - alpha) * epsilon) - LogAdd(0.0, epsilon)) /
+      (alpha - 1);
+  return std::max(0.0, std::min({v, epsilon, alpha * epsilon * epsilon / 2}));
+}
+
+double DiscreteGaussianTau(double sigma_in_grid_units) {
+  const double pi = 3.14159265358979323846;
+  const double s = sigma_in_grid_units;
+  return 10 * std::exp(-2 * pi * pi * s * s * 0.5);
+}
+
+double RdpDiscreteGaussian(double noise_multiplier, double sigma_in_grid_units,
+                           int64_t dimension, double alpha) {
+  const double z = noise_multiplier;
+  if (z == 0 || std::isinf(alpha)) return kInf;
+  return alpha / (2 * z * z) + static_cast<double>(dimension) *
+                                   DiscreteGaussianTau(sigma_in_grid_units);
+}
+
+absl::StatusOr<std::vector<double>> ComputeRdp(
+    const DpEvent& event, absl::Span<const double> orders) {
+  RETURN_IF_ERROR(event.Validate());
+  RETURN_IF_ERROR(ValidateOrders(orders));
+  using K = DpEvent::Kind;
+  std::vector<double> out(orders.size(), 0.0);
+  switch (event.kind()) {
+    case K::kNoOp:
+      return out;
+    case K::kGaussian: {
+      const double z = event.noise_multiplier();
+      for (size_t i = 0; i < orders.size(); ++i) {
+        // Mironov 2017, Prop. 7: alpha / (2 z^2).
+        out[i] =
+            (z == 0 || std::isinf(orders[i])) ? kInf : orders[i] / (2 * z * z);
+      }
+      return out;
+    }
+    case K::kLaplace:
+      for (size_t i = 0; i < orders.size(); ++i) {
+        out[i] = RdpLaplace(event.noise_multiplier(), orders[i]);
+      }
+      return out;
+    case K::kDiscreteGaussian:
+      for (size_t i = 0; i < orders.size(); ++i) {
+        out[i] = RdpDiscreteGaussian(event.noise_multiplier(),
+                                     event.sigma_in_grid_units(),
+                                     event.dimension(), orders[i]);
+      }
+      return out;
+    case K::kDiscreteLaplace: {
+      // Discrete Laplace with scale b on an integer query of sensitivity
+      // Delta is (Delta / b)-DP (CKS20, Sec. 2 / Ghosh et al. 2009).
+      const double b = event.noise_multiplier();
+      const double eps = b == 0 ? kInf : 1 / b;
+      for (size_t i = 0; i < orders.size(); ++i) {
+        out[i] = RdpPureDp(eps, orders[i]);
+      }
+      return out;
+    }
+    case K::kExponential:
+    case K::kSparseVector:
+      for (size_t i = 0; i < orders.size(); ++i) {
+        out[i] = RdpPureDp(event.epsilon(), orders[i]);
+      }
+      return out;
+    case K::kEpsilonDelta:
+      if (event.delta() > 0) {
+        return absl::UnimplementedError(
+            "RDP accountant cannot price an (epsilon, delta) event with "
+            "delta > 0; use the PLD accountant or the basic filter");
+      }
+      for (size_t i = 0; i < orders.size(); ++i) {
+        out[i] = RdpPureDp(event.epsilon(), orders[i]);
+      }
+      return out;
+    case K::kPoissonSampled:
+      return PoissonSampledRdp(event, orders);
+    case K::kSampledWithoutReplacement:
+      return SampledWithoutReplacementRdp(event, orders);
+    case K::kSelfComposed: {
+      if (event.count() == 0) return out;
+      ASSIGN_OR_RETURN(std::vector<double> inner,
+                       ComputeRdp(event.inner(), orders));
+      for (size_t i = 0; i < orders.size(); ++i) {
+        out[i] = inner[i] * static_cast<double>(event.count());
+      }
+      return out;
+    }
+    case K::kComposed:
+      for (const DpEvent& c : event.events()) {
+        ASSIGN_OR_RETURN(std::vector<double> r, ComputeRdp(c, orders));
+        for (size_t i = 0; i < orders.size(); ++i) out[i] += r[i];
+      }
+      return out;
+  }
+  return absl::InvalidArgumentError("unknown DpEvent kind");
+}
+
+absl::StatusOr<EpsilonResult> RdpToEpsilon(absl::Span<const double> orders,
+                                           absl::Span<const double> rdp,
+                                           double delta) {
+  if (!(delta >= 0 && delta <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("delta must be in [0, 1], got ", delta));
+  }
+  if (orders.size() != rdp.size() || orders.empty()) {
+    return absl::InvalidArgumentError(
+        "orders and rdp must have the same, non-zero length");
+  }
+  RETURN_IF_ERROR(ValidateOrders(orders));
+  EpsilonResult best{kInf, orders[0]};
+  for (size_t i = 0; i < orders.size(); ++i) {
+    const double a = orders[i], r = rdp[i];
+    if (!(r >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RDP values must be >= 0, got ", r));
+    }
+    double eps;
+    if (std::isinf(r)) {
+      eps = kInf;
+    } else if (std::isinf(a)) {
+      eps = r;  // alpha = inf: eps-DP with delta = 0.
+    } else if (delta * delta + std::expm1(-r) > 0) {
+      // KL bound: delta >= sqrt(1 - exp(-KL)) and KL <= eps(alpha).
+      eps = 0;
+    } else if (a > 1.01 && delta > 0) {
+      // BBGHS20 Prop. 12 / CKS20 Eq. 20:
+      // eps = r + log1p(-1/a) - log(delta * a) / (a - 1).
+      eps = r + std::log1p(-1 / a) - std::log(delta * a) / (a - 1);
+    } else {
+      eps = kInf;
+    }
+    if (eps < best.epsilon) best = {eps, a};
+  }
+  best.epsilon = std::max(0.0, best.epsilon);
+  return best;
+}
+
+absl::StatusOr<DeltaResult> RdpToDelta(absl::Span<const double> orders,
+                                       absl::Span<const double> rdp,
+                                       double epsilon) {
+  if (!(epsilon >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("epsilon must be >= 0, got ", epsilon));
+  }
+  if (orders.size() != rdp.size() || orders.empty()) {
+    return absl::InvalidArgumentError(
+        "orders and rdp must have the same, non-zero length");
+  }
+  RETURN_IF_ERROR(ValidateOrders(orders));
+  double best_log = kInf, best_order = orders[0];
+  for (size_t i = 0; i < orders.size(); ++i) {
+    const double a = orders[i], r = rdp[i];
+    if (!(r >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RDP values must be >= 0, got ", r));
+    }
+    double log_delta;
+    if (std::isinf(r)) {
+      log_delta = 0;
+    } else if (std::isinf(a)) {
+      log_delta = r <= epsilon ? -kInf : 0;
+    } else {
+      // KL bound delta <= sqrt(1 - exp(-KL)).
+      log_delta = r == 0 ? -kInf : 0.5 * std::log(-std::expm1(-r));
+      if (a > 1.01) {
+        // Inverse of BBGHS20 Prop. 12:
+        // log delta = (a-1)(r - eps + log1p(-1/a)) - log(a).
+        log_delta =
+            std::min(log_delta, (a - 1) * (r - epsilon + std::log1p(-1 / a)) -
+                                    std::log(a));
+      }
+    }
+    if (log_delta < best_log) {
+      best_log = log_delta;
+      best_order = a;
+    }
+  }
+  return DeltaResult{std::min(1.0, std::exp(best_log)), best_order};
+}
+
+absl::StatusOr<EpsilonResult> ComputeEpsilonRdp(
+    const DpEvent& event, double delta, absl::Span<const double> orders) {
+  ASSIGN_OR_RETURN(std::vector<double> rdp, ComputeRdp(event, orders));
+  return RdpToEpsilon(orders, rdp, delta);
+}
+
+}  // namespace dpopt::privacy

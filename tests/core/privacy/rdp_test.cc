@@ -1,0 +1,249 @@
+#include "core/privacy/rdp.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/privacy/accountant.h"
+#include "core/privacy/dp_sgd_accounting.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/common/status_matchers.h"
+
+namespace dpopt::privacy {
+namespace {
+
+using ::dpopt::testing::StatusIs;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+void ExpectRel(double actual, double expected, double rel) {
+  EXPECT_NEAR(actual, expected, rel * std::abs(expected))
+      << "actual " << actual << " expected " << expected;
+}
+
+std::vector<double> Range(double lo, double hi, double step) {
+  std::vector<double> v;
+  for (double a = lo; a <= hi + 1e-9; a += step) v.push_back(a);
+  return v;
+}
+
+TEST(RdpOrdersTest, DefaultGridMatchesDpAccounting) {
+  const auto& o = DefaultRdpOrders();
+  ASSERT_EQ(o.size(), 99u + 53u + 4u);
+  EXPECT_EQ(o.front(), 1.1);
+  EXPECT_EQ(o[98], 1 + 99 / 10.0);
+  EXPECT_EQ(o[99], 11);
+  EXPECT_EQ(o[151], 63);
+  EXPECT_EQ(o.back(), 1024);
+}
+
+// Golden values from the reference accountants' test suites (issue 3).
+TEST(RdpGoldenTest, MnistSettingWithCustomOrders) {
+  std::vector<double> orders = {1.25, 1.5, 1.75, 2, 2.25, 2.5, 3, 3.5, 4, 4.5};
+  for (int a = 5; a <= 63; ++a) orders.push_back(a);
+  for (double a : {128.0, 256.0, 512.0}) orders.push_back(a);
+  DpEvent e = DpSgdEvent(1.3, 150.0 / 60000, 6000);
+  ASSERT_OK_AND_ASSIGN(EpsilonResult r, ComputeEpsilonRdp(e, 1e-5, orders));
+  ExpectRel(r.epsilon, 0.7242234026, 1e-6);
+}
+
+TEST(RdpGoldenTest, FullBatchTwoSteps) {
+  ASSERT_OK_AND_ASSIGN(
+      EpsilonResult r,
+      ComputeEpsilon(DpSgdEvent(0.7, 1.0, 2), 1e-5, AccountantKind::kRdp));
+  ExpectRel(r.epsilon, 10.8602036, 1e-6);
+}
+
+TEST(RdpGoldenTest, SampledGaussian120Steps) {
+  ASSERT_OK_AND_ASSIGN(
+      EpsilonResult r,
+      ComputeEpsilon(DpSgdEvent(0.7, 0.01, 120), 1e-5, AccountantKind::kRdp));
+  ExpectRel(r.epsilon, 3.2392676, 1e-6);
+}
+
+TEST(RdpGoldenTest, FractionalOrdersAbsoluteSeries) {
+  std::vector<double> orders = Range(1.1, 10.9, 0.1);
+  for (int i = 0; i < static_cast<int>(orders.size()); ++i) {
+    orders[i] = 1 + (i + 1) / 10.0;  // exactly dp_accounting's values
+  }
+  for (int a = 12; a <= 63; ++a) orders.push_back(a);
+  DpEvent e = DpSgdEvent(1.5, 0.04, 2250);
+  ASSERT_OK_AND_ASSIGN(EpsilonResult r, ComputeEpsilonRdp(e, 1e-5, orders));
+  ExpectRel(r.epsilon, 7.3293347, 1e-6);
+  // The signed series of dp_accounting gives the (smaller) reference value.
+  std::vector<double> rdp;
+  for (double a : orders) {
+    rdp.push_back(2250 * RdpPoissonSampledGaussian(0.04, 1.5, a, true));
+  }
+  ASSERT_OK_AND_ASSIGN(EpsilonResult s, RdpToEpsilon(orders, rdp, 1e-5));
+  ExpectRel(s.epsilon, 7.3291112, 1e-6);
+}
+
+TEST(RdpGoldenTest, CurveAtSelectedOrders) {
+  const std::vector<double> orders = {1.5, 2.5, 5, 50, 100, kInf};
+  const std::vector<double> expected = {6.70579741e-04, 1.08548710e-03,
+                                        2.18075656e-03, 2.38460375e-02,
+                                        1.67416308e+02, kInf};
+  ASSERT_OK_AND_ASSIGN(std::vector<double> rdp,
+                       ComputeRdp(DpSgdEvent(2.5, 0.01, 50), orders));
+  for (size_t i = 0; i < orders.size(); ++i) {
+    if (std::isinf(expected[i])) {
+      EXPECT_EQ(rdp[i], kInf);
+    } else {
+      ExpectRel(rdp[i], expected[i], 1e-6);
+    }
+  }
+}
+
+TEST(RdpGoldenTest, FullBatchIsAboveExactGaussian) {
+  // 100 steps at sigma = 10 compose to one Gaussian at sigma = 1, whose exact
+  // epsilon at delta = 1e-5 is 4.3771781 (Balle & Wang 2018).
+  ASSERT_OK_AND_ASSIGN(
+      EpsilonResult r,
+      ComputeEpsilon(DpSgdEvent(10, 1.0, 100), 1e-5, AccountantKind::kRdp));
+  EXPECT_GT(r.epsilon, 4.3771781);
+  EXPECT_LT(r.epsilon, 4.3771781 * 1.2);
+}
+
+TEST(RdpTest, GaussianIsAlphaOverTwoSigmaSquared) {
+  ASSERT_OK_AND_ASSIGN(std::vector<double> rdp,
+                       ComputeRdp(DpEvent::Gaussian(2), {1.5, 10, kInf}));
+  EXPECT_DOUBLE_EQ(rdp[0], 1.5 / 8);
+  EXPECT_DOUBLE_EQ(rdp[1], 10.0 / 8);
+  EXPECT_EQ(rdp[2], kInf);
+}
+
+TEST(RdpTest, SampledGaussianIntegerOrderTwoClosedForm) {
+  // A_2 = (1-q)^2 + 2q(1-q) + q^2 e^{1/z^2} = 1 + q^2 (e^{1/z^2} - 1).
+  const double q = 0.1, z = 1.2;
+  EXPECT_NEAR(RdpPoissonSampledGaussian(q, z, 2),
+              std::log1p(q * q * std::expm1(1 / (z * z))), 1e-14);
+}
+
+TEST(RdpTest, SampledGaussianEdgeCases) {
+  EXPECT_EQ(RdpPoissonSampledGaussian(0, 1, 5), 0);
+  EXPECT_EQ(RdpPoissonSampledGaussian(0.1, 0, 5), kInf);
+  EXPECT_DOUBLE_EQ(RdpPoissonSampledGaussian(1, 2, 5), 5.0 / 8);
+  EXPECT_EQ(RdpPoissonSampledGaussian(0.1, 1, kInf), kInf);
+  // Fractional and integer branches agree in the limit.
+  EXPECT_NEAR(RdpPoissonSampledGaussian(0.05, 1.1, 3.0),
+              RdpPoissonSampledGaussian(0.05, 1.1, 3.0 + 1e-9), 1e-7);
+}
+
+TEST(RdpTest, LaplaceMatchesMironovTable) {
+  // Mironov 2017 Table II with b = 1: alpha = 2 gives
+  // log(2/3 e + 1/3 e^{-2}).
+  EXPECT_NEAR(RdpLaplace(1, 2),
+              std::log(2.0 / 3 * std::exp(1.0) + 1.0 / 3 * std::exp(-2.0)),
+              1e-14);
+  EXPECT_DOUBLE_EQ(RdpLaplace(0.5, kInf), 2);
+  EXPECT_EQ(RdpLaplace(0, 2), kInf);
+  // Approaches eps = 1/b for large alpha, never above it.
+  EXPECT_LE(RdpLaplace(1, 1e6), 1.0);
+  EXPECT_GT(RdpLaplace(1, 1e6), 0.999);
+}
+
+TEST(RdpTest, PureDpIsRandomizedResponseCurve) {
+  const double eps = 0.7, a = 3;
+  const double rr = std::log((std::exp(a * eps) + std::exp((1 - a) * eps)) /
+                             (1 + std::exp(eps))) /
+                    (a - 1);
+  EXPECT_NEAR(RdpPureDp(eps, a), rr, 1e-14);
+  EXPECT_LE(RdpPureDp(eps, a), a * eps * eps / 2);
+  EXPECT_DOUBLE_EQ(RdpPureDp(eps, kInf), eps);
+  EXPECT_EQ(RdpPureDp(0, 5), 0);
+  // Pure eps-DP at delta = 0 gives back eps (order inf).
+  ASSERT_OK_AND_ASSIGN(
+      EpsilonResult r,
+      ComputeEpsilon(DpEvent::Exponential(0.3), 0, AccountantKind::kRdp));
+  EXPECT_DOUBLE_EQ(r.epsilon, 0.3);
+  EXPECT_EQ(r.optimal_order, kInf);
+}
+
+TEST(RdpTest, DiscreteGaussianIsZcdp) {
+  // sigma ~ 2^20 grid units: tau underflows to exactly 0.
+  EXPECT_EQ(DiscreteGaussianTau(1048576), 0);
+  EXPECT_DOUBLE_EQ(RdpDiscreteGaussian(2, 1048576, 100, 3), 3.0 / 8);
+  // Small sigma: the tau term is positive and scales with d.
+  const double tau = DiscreteGaussianTau(0.5);
+  EXPECT_GT(tau, 0);
+  EXPECT_DOUBLE_EQ(RdpDiscreteGaussian(2, 0.5, 10, 3), 3.0 / 8 + 10 * tau);
+}
+
+TEST(RdpConversionTest, KnownValues) {
+  // One order: eps = r + log1p(-1/a) - log(delta a)/(a-1).
+  const double a = 10, r = 1, delta = 1e-6;
+  ASSERT_OK_AND_ASSIGN(EpsilonResult e, RdpToEpsilon({a}, {r}, delta));
+  EXPECT_NEAR(e.epsilon, r + std::log1p(-1 / a) - std::log(delta * a) / (a - 1),
+              1e-14);
+  EXPECT_EQ(e.optimal_order, 10);
+  // The inverse at that epsilon gives back delta.
+  ASSERT_OK_AND_ASSIGN(DeltaResult d, RdpToDelta({a}, {r}, e.epsilon));
+  EXPECT_NEAR(d.delta, delta, 1e-12 * delta);
+  // Tiny RDP: the KL shortcut gives exactly 0.
+  ASSERT_OK_AND_ASSIGN(EpsilonResult z, RdpToEpsilon({2}, {1e-14}, 1e-5));
+  EXPECT_EQ(z.epsilon, 0);
+  // Never negative.
+  ASSERT_OK_AND_ASSIGN(EpsilonResult n, RdpToEpsilon({1.5}, {1e-4}, 0.9));
+  EXPECT_GE(n.epsilon, 0);
+  EXPECT_THAT(RdpToEpsilon({2}, {-1}, 1e-5).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(RdpToEpsilon({0.5}, {1}, 1e-5).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(RdpConversionTest, ComputeEpsilonReportsOptimalOrder) {
+  ASSERT_OK_AND_ASSIGN(
+      EpsilonResult r,
+      ComputeEpsilon(DpSgdEvent(1.1, 0.01, 1000), 1e-5, AccountantKind::kRdp));
+  // Recomputing at that single order gives the same epsilon.
+  ASSERT_OK_AND_ASSIGN(
+      EpsilonResult single,
+      ComputeEpsilonRdp(DpSgdEvent(1.1, 0.01, 1000), 1e-5, {r.optimal_order}));
+  EXPECT_DOUBLE_EQ(single.epsilon, r.epsilon);
+  EXPECT_GT(r.optimal_order, 1);
+}
+
+TEST(RdpTest, UnsupportedEventsAreUnimplemented) {
+  EXPECT_THAT(
+      ComputeEpsilon(DpEvent::EpsilonDelta(1, 1e-6), 1e-5, AccountantKind::kRdp)
+          .status(),
+      StatusIs(absl::StatusCode::kUnimplemented));
+  EXPECT_THAT(
+      ComputeEpsilon(DpEvent::PoissonSampled(
+                         0.1, DpEvent::SelfComposed(2, DpEvent::Gaussian(1))),
+                     1e-5, AccountantKind::kRdp)
+          .status(),
+      StatusIs(absl::StatusCode::kUnimplemented));
+}
+
+TEST(CalibrationTest, NeverOvershootsAndIsTight) {
+  for (auto [q, steps, eps] : std::vector<std::tuple<double, int64_t, double>>{
+           {0.01, 2000, 1.0}, {1.0, 100, 2.0}, {0.004, 5000, 0.5}}) {
+    ASSERT_OK_AND_ASSIGN(
+        double z, CalibrateDpSgd(eps, 1e-6, q, steps, AccountantKind::kRdp));
+    ASSERT_OK_AND_ASSIGN(
+        EpsilonResult at,
+        ComputeEpsilon(DpSgdEvent(z, q, steps), 1e-6, AccountantKind::kRdp));
+    EXPECT_LE(at.epsilon, eps);
+    ASSERT_OK_AND_ASSIGN(EpsilonResult below,
+                         ComputeEpsilon(DpSgdEvent(z * (1 - 3e-6), q, steps),
+                                        1e-6, AccountantKind::kRdp));
+    EXPECT_GT(below.epsilon, eps);
+  }
+}
+
+TEST(CalibrationTest, Errors) {
+  EXPECT_THAT(CalibrateDpSgd(-1, 1e-6, 0.01, 10, AccountantKind::kRdp).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(CalibrateDpSgd(1, 1e-6, 0, 10, AccountantKind::kRdp).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(CalibrateNoiseMultiplier(
+                  [](double z) { return DpEvent::Gaussian(z); }, 1e-3, 1e-9,
+                  AccountantKind::kRdp, /*max_noise_multiplier=*/10)
+                  .status(),
+              StatusIs(absl::StatusCode::kOutOfRange));
+}
+
+}  // namespace
+}  // namespace dpopt::privacy
