@@ -1,0 +1,251 @@
+#include "server/dataset_manager.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+
+namespace dpopt::server {
+namespace {
+
+google::protobuf::Timestamp ToTimestamp(int64_t unix_micros) {
+  google::protobuf::Timestamp t;
+  t.set_seconds(unix_micros / 1000000);
+  t.set_nanos(static_cast<int32_t>((unix_micros % 1000000) * 1000));
+  return t;
+}
+
+v1::LabelType ToProto(LabelKind k) {
+  switch (k) {
+    case LabelKind::kBinary:
+      return v1::LABEL_TYPE_BINARY;
+    case LabelKind::kMulticlass:
+      return v1::LABEL_TYPE_MULTICLASS;
+    case LabelKind::kReal:
+      return v1::LABEL_TYPE_REAL;
+  }
+  return v1::LABEL_TYPE_UNSPECIFIED;
+}
+
+absl::StatusOr<storage::ImportOptions> ToImportOptions(
+    const v1::ImportHeader& h) {
+  storage::ImportOptions o;
+  o.name = h.name();
+  switch (h.format()) {
+    case v1::DATASET_FORMAT_LIBSVM:
+      o.format = storage::DatasetFormat::kLibsvm;
+      break;
+    case v1::DATASET_FORMAT_CSV:
+      o.format = storage::DatasetFormat::kCsv;
+      break;
+    default:
+      return absl::InvalidArgumentError("format must be LIBSVM or CSV");
+  }
+  o.dimension = h.dimension();
+  o.is_public = h.public_();
+  o.epsilon_budget = h.epsilon_budget();
+  o.delta_budget = h.delta_budget();
+  o.budget_filter = h.budget_filter() == v1::BUDGET_FILTER_BASIC
+                        ? std::string(storage::kFilterBasic)
+                        : std::string(storage::kFilterRdp);
+  o.relation = h.relation() == v1::REPLACE_ONE
+                   ? std::string(storage::kRelationReplaceOne)
+                   : std::string(storage::kRelationAddRemove);
+  switch (h.label_type()) {
+    case v1::LABEL_TYPE_UNSPECIFIED:
+    case v1::LABEL_TYPE_BINARY:
+      o.label_kind = LabelKind::kBinary;
+      o.num_classes = 2;
+      break;
+    case v1::LABEL_TYPE_MULTICLASS:
+      o.label_kind = LabelKind::kMulticlass;
+      o.num_classes = h.num_classes();
+      break;
+    case v1::LABEL_TYPE_REAL:
+      o.label_kind = LabelKind::kReal;
+      o.num_classes = 0;
+      break;
+    default:
+      return absl::InvalidArgumentError("unknown label_type");
+  }
+  const std::string delim = absl::AsciiStrToLower(h.delimiter());
+  if (delim.empty() || delim == ",") {
+    o.csv_delimiter = storage::CsvDelimiter::kComma;
+  } else if (delim == "whitespace" || delim == " " || delim == "\\t") {
+    o.csv_delimiter = storage::CsvDelimiter::kWhitespace;
+  } else {
+    return absl::InvalidArgumentError("delimiter must be ',' or 'whitespace'");
+  }
+  o.csv_has_header = h.has_header();
+  o.csv_label_column = h.label_last() ? -1 : h.label_column();
+  o.bounds.lower.assign(h.bounds().lower().begin(), h.bounds().lower().end());
+  o.bounds.upper.assign(h.bounds().upper().begin(), h.bounds().upper().end());
+  if (h.bounds().row_norm_bound() != 0) {
+    o.bounds.row_norm_bound = h.bounds().row_norm_bound();
+  }
+  o.description = h.description();
+  o.feature_names.assign(h.feature_names().begin(), h.feature_names().end());
+  return o;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DatasetManager>> DatasetManager::Create(
+    storage::Database* db) {
+  if (db == nullptr) return absl::InvalidArgumentError("database is null");
+  return std::unique_ptr<DatasetManager>(new DatasetManager(db));
+}
+
+absl::StatusOr<privacy::BudgetConfig> DatasetManager::BudgetConfigOf(
+    const storage::DatasetRecord& r) {
+  privacy::BudgetConfig c;
+  c.epsilon = r.epsilon_budget;
+  c.delta = r.delta_budget;
+  c.filter = r.budget_filter == storage::kFilterBasic
+                 ? privacy::FilterKind::kBasic
+                 : privacy::FilterKind::kRdp;
+  c.relation = r.relation == storage::kRelationReplaceOne
+                   ? privacy::Relation::kReplaceOne
+                   : privacy::Relation::kAddRemove;
+  RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+optim::PublicDatasetInfo DatasetManager::PublicInfoOf(
+    const storage::DatasetRecord& r) {
+  optim::PublicDatasetInfo info;
+  info.rows = r.rows;
+  info.dimension = r.dimension;
+  info.label_kind = r.label_kind;
+  info.num_classes = r.num_classes;
+  info.row_norm_bound = r.bounds.row_norm_bound.value_or(0.0);
+  info.relation = r.relation == storage::kRelationReplaceOne
+                      ? privacy::Relation::kReplaceOne
+                      : privacy::Relation::kAddRemove;
+  return info;
+}
+
+absl::StatusOr<v1::BudgetStatus> DatasetManager::BudgetOf(
+    const storage::DatasetRecord& r,
+    const std::vector<storage::LedgerEntry>& entries) {
+  ASSIGN_OR_RETURN(auto config, BudgetConfigOf(r));
+  ASSIGN_OR_RETURN(auto filter, privacy::PrivacyFilter::Create(config));
+  std::vector<std::string> blobs;
+  blobs.reserve(entries.size());
+  for (const auto& e : entries) blobs.push_back(e.cost_blob);
+  ASSIGN_OR_RETURN(auto view, filter->View(blobs));
+  v1::BudgetStatus b;
+  b.set_dataset(r.name);
+  b.set_epsilon_total(view.epsilon_total);
+  b.set_delta_total(view.delta_total);
+  b.set_epsilon_spent(view.epsilon_spent);
+  b.set_epsilon_remaining(view.epsilon_remaining);
+  b.set_filter(config.filter == privacy::FilterKind::kBasic
+                   ? v1::BUDGET_FILTER_BASIC
+                   : v1::BUDGET_FILTER_RDP);
+  b.set_accounting(view.accounting);
+  b.set_charges(static_cast<int64_t>(entries.size()));
+  return b;
+}
+
+absl::StatusOr<v1::DatasetInfo> DatasetManager::Info(
+    const storage::DatasetRecord& r) {
+  v1::DatasetInfo d;
+  d.set_name(r.name);
+  d.set_rows(r.rows);
+  d.set_dimension(r.dimension);
+  d.set_public_(r.is_public);
+  d.set_sparse(r.sparse);
+  d.set_nonzeros(r.nonzeros);
+  d.set_source_format(r.format == storage::DatasetFormat::kCsv
+                          ? v1::DATASET_FORMAT_CSV
+                          : v1::DATASET_FORMAT_LIBSVM);
+  d.set_label_type(ToProto(r.label_kind));
+  d.set_num_classes(r.num_classes);
+  d.set_relation(r.relation == storage::kRelationReplaceOne ? v1::REPLACE_ONE
+                                                            : v1::ADD_REMOVE);
+  for (double v : r.bounds.lower) d.mutable_bounds()->add_lower(v);
+  for (double v : r.bounds.upper) d.mutable_bounds()->add_upper(v);
+  d.mutable_bounds()->set_row_norm_bound(r.bounds.row_norm_bound.value_or(0));
+  for (const auto& n : r.feature_names) d.add_feature_names(n);
+  d.set_description(r.description);
+  *d.mutable_created_at() = ToTimestamp(r.created_at_micros);
+  if (!r.is_public) {
+    ASSIGN_OR_RETURN(auto entries, db_->ledger().List(r.name));
+    ASSIGN_OR_RETURN(*d.mutable_budget(), BudgetOf(r, entries));
+  }
+  return d;
+}
+
+absl::StatusOr<v1::DatasetInfo> DatasetManager::Import(
+    const v1::ImportHeader& header, const std::string& file_bytes,
+    const std::string& principal) {
+  ASSIGN_OR_RETURN(storage::ImportOptions options, ToImportOptions(header));
+  RETURN_IF_ERROR(options.Validate());
+  if (!options.is_public) {
+    // The budget must be one the privacy filter can enforce.
+    privacy::BudgetConfig c;
+    c.epsilon = options.epsilon_budget;
+    c.delta = options.delta_budget;
+    c.filter = options.budget_filter == storage::kFilterBasic
+                   ? privacy::FilterKind::kBasic
+                   : privacy::FilterKind::kRdp;
+    RETURN_IF_ERROR(c.Validate());
+  }
+  ASSIGN_OR_RETURN(storage::DatasetRecord r,
+                   db_->datasets().Import(options, file_bytes));
+  return Info(r);
+}
+
+absl::StatusOr<v1::ListDatasetsResponse> DatasetManager::List() {
+  ASSIGN_OR_RETURN(auto records, db_->datasets().List());
+  v1::ListDatasetsResponse out;
+  for (const auto& r : records) {
+    ASSIGN_OR_RETURN(*out.add_datasets(), Info(r));
+  }
+  return out;
+}
+
+absl::StatusOr<v1::DatasetInfo> DatasetManager::Get(const std::string& name) {
+  ASSIGN_OR_RETURN(auto r, db_->datasets().Get(name));
+  return Info(r);
+}
+
+absl::StatusOr<v1::BudgetStatus> DatasetManager::Budget(
+    const std::string& name) {
+  ASSIGN_OR_RETURN(auto snap, db_->ledger().Snapshot(name));
+  if (snap.dataset.is_public) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("dataset ", name, " is public: it has no privacy budget"));
+  }
+  return BudgetOf(snap.dataset, snap.entries);
+}
+
+absl::StatusOr<v1::ListLedgerResponse> DatasetManager::Ledger(
+    const std::string& name) {
+  ASSIGN_OR_RETURN(auto snap, db_->ledger().Snapshot(name));
+  if (snap.dataset.is_public) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("dataset ", name, " is public: it has no ledger"));
+  }
+  v1::ListLedgerResponse out;
+  for (const auto& e : snap.entries) {
+    v1::LedgerEntry* p = out.add_entries();
+    p->set_sequence(e.seq);
+    p->set_dataset(e.dataset);
+    p->set_job_id(e.job_id);
+    p->set_event_json(e.event_json);
+    p->set_accountant(e.accountant);
+    p->set_epsilon(e.epsilon);
+    p->set_delta(e.delta);
+    p->set_principal(e.principal);
+    p->set_note(e.note);
+    *p->mutable_created_at() = ToTimestamp(e.created_at_micros);
+  }
+  ASSIGN_OR_RETURN(*out.mutable_budget(), BudgetOf(snap.dataset, snap.entries));
+  return out;
+}
+
+}  // namespace dpopt::server

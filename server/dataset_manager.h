@@ -1,0 +1,56 @@
+// Curator-facing dataset operations and budget views, in proto terms. The
+// only server component that turns storage records into DatasetInfo /
+// BudgetStatus / LedgerEntry messages: all of them public metadata.
+#ifndef DPOPT_SERVER_DATASET_MANAGER_H_
+#define DPOPT_SERVER_DATASET_MANAGER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/optim/algorithm.h"
+#include "core/privacy/privacy_filter.h"
+#include "dpopt/v1/dpopt.pb.h"
+#include "storage/database.h"
+
+namespace dpopt::server {
+
+class DatasetManager {
+ public:
+  // REQUIRES: db outlives the manager.
+  static absl::StatusOr<std::unique_ptr<DatasetManager>> Create(
+      storage::Database* db);
+
+  // Validates the header and imports the file in one transaction.
+  // INVALID_ARGUMENT for bad headers/files, ALREADY_EXISTS for a taken name.
+  absl::StatusOr<v1::DatasetInfo> Import(const v1::ImportHeader& header,
+                                         const std::string& file_bytes,
+                                         const std::string& principal);
+  absl::StatusOr<v1::ListDatasetsResponse> List();
+  // NOT_FOUND for unknown names.
+  absl::StatusOr<v1::DatasetInfo> Get(const std::string& name);
+  // FAILED_PRECONDITION for public datasets (they have no budget).
+  absl::StatusOr<v1::BudgetStatus> Budget(const std::string& name);
+  absl::StatusOr<v1::ListLedgerResponse> Ledger(const std::string& name);
+
+  // Helpers shared with the job manager.
+  static absl::StatusOr<privacy::BudgetConfig> BudgetConfigOf(
+      const storage::DatasetRecord& record);
+  static optim::PublicDatasetInfo PublicInfoOf(
+      const storage::DatasetRecord& record);
+  // Budget view of `record` given its ledger entries.
+  static absl::StatusOr<v1::BudgetStatus> BudgetOf(
+      const storage::DatasetRecord& record,
+      const std::vector<storage::LedgerEntry>& entries);
+
+ private:
+  explicit DatasetManager(storage::Database* db) : db_(db) {}
+  absl::StatusOr<v1::DatasetInfo> Info(const storage::DatasetRecord& record);
+
+  storage::Database* db_;
+};
+
+}  // namespace dpopt::server
+
+#endif  // DPOPT_SERVER_DATASET_MANAGER_H_

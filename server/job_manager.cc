@@ -1,0 +1,480 @@
+#include "server/job_manager.h"
+
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "core/common/status_macros.h"
+#include "core/noise/random.h"
+#include "core/optim/objective.h"
+#include "core/privacy/privacy_filter.h"
+#include "server/spec_translation.h"
+
+namespace dpopt::server {
+namespace {
+
+using storage::JobRecord;
+using storage::JobState;
+
+v1::JobState ToProtoState(JobState s) {
+  switch (s) {
+    case JobState::kQueued:
+      return v1::JOB_STATE_QUEUED;
+    case JobState::kRunning:
+      return v1::JOB_STATE_RUNNING;
+    case JobState::kSucceeded:
+      return v1::JOB_STATE_SUCCEEDED;
+    case JobState::kFailed:
+      return v1::JOB_STATE_FAILED;
+    case JobState::kCancelled:
+      return v1::JOB_STATE_CANCELLED;
+  }
+  return v1::JOB_STATE_UNSPECIFIED;
+}
+
+google::protobuf::Timestamp ToTimestamp(int64_t unix_micros) {
+  google::protobuf::Timestamp t;
+  t.set_seconds(unix_micros / 1000000);
+  t.set_nanos(static_cast<int32_t>((unix_micros % 1000000) * 1000));
+  return t;
+}
+
+std::string NewJobId() {
+  static absl::Mutex mu;
+  static absl::BitGen* gen = new absl::BitGen();
+  uint64_t r;
+  {
+    absl::MutexLock lock(&mu);
+    r = absl::Uniform<uint64_t>(*gen);
+  }
+  return absl::StrCat(
+      "job-",
+      absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::UTCTimeZone()), "-",
+      absl::StrFormat("%06x", r & 0xffffff));
+}
+
+v1::Calibration ToProto(const optim::Calibration& c) {
+  v1::Calibration out;
+  out.set_noise_multiplier(c.noise_multiplier);
+  out.set_noise_stddev(c.noise_stddev);
+  out.set_steps(c.steps);
+  out.set_sampling_rate(c.sampling_rate);
+  out.set_expected_batch_size(c.expected_batch_size);
+  out.set_clip_norm(c.clip_norm);
+  for (const auto& n : c.notes) out.add_notes(n);
+  return out;
+}
+
+// Job failure messages must never carry private data: core errors are
+// written without row values, and we keep only code and message.
+std::string PublicFailure(const absl::Status& s) {
+  return absl::StrCat(absl::StatusCodeToString(s.code()), ": ", s.message());
+}
+
+}  // namespace
+
+// Everything a job needs that was decided before it was charged.
+struct JobManager::Prepared {
+  v1::JobSpec spec;
+  TranslatedJob job;
+  storage::DatasetRecord dataset;
+  bool has_eval = false;
+  storage::DatasetRecord eval_dataset;
+  optim::Calibration calibration;
+  v1::PrivacyCost cost;
+  // Filled for private datasets only.
+  std::unique_ptr<privacy::PrivacyFilter> filter;
+  privacy::PricedCharge priced;
+};
+
+absl::Status JobManager::Options::Validate() const {
+  if (workers < 1) return absl::InvalidArgumentError("workers must be >= 1");
+  if (queue_capacity < 1) {
+    return absl::InvalidArgumentError("queue_capacity must be >= 1");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
+    const Options& options, storage::Database* db, DatasetManager* datasets,
+    TraceHub* hub) {
+  RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<JobManager> m(new JobManager(db, datasets, hub));
+  jobs::JobRunner::Options ro;
+  ro.workers = options.workers;
+  ro.queue_capacity = options.queue_capacity;
+  ASSIGN_OR_RETURN(m->runner_, jobs::JobRunner::Create(ro));
+  return m;
+}
+
+JobManager::~JobManager() { Shutdown(); }
+
+void JobManager::Shutdown() {
+  if (runner_) runner_->Shutdown();
+}
+
+absl::Status JobManager::RecoverInterruptedJobs() {
+  ASSIGN_OR_RETURN(int n, db_->jobs().FailInterruptedJobs(
+                              "the server stopped while the job was queued or "
+                              "running; its privacy cost stays charged"));
+  (void)n;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JobManager::Prepared> JobManager::Prepare(
+    const v1::JobSpec& spec) {
+  Prepared p;
+  p.spec = spec;
+  if (spec.dataset().empty()) {
+    return absl::InvalidArgumentError("dataset is required");
+  }
+  ASSIGN_OR_RETURN(p.dataset, db_->datasets().Get(spec.dataset()));
+  ASSIGN_OR_RETURN(p.job, TranslateJobSpec(spec, p.dataset.is_public,
+                                           p.dataset.num_classes));
+  if (optim::RequiredLabelKind(p.job.model.loss) != p.dataset.label_kind) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model ", ProtoLossName(p.job.model.loss),
+                     " does not fit the labels of dataset ", p.dataset.name));
+  }
+  if (!spec.evaluate_on().empty()) {
+    ASSIGN_OR_RETURN(p.eval_dataset, db_->datasets().Get(spec.evaluate_on()));
+    if (!p.eval_dataset.is_public) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("evaluate_on must name a public dataset; ",
+                       spec.evaluate_on(), " is private"));
+    }
+    if (p.eval_dataset.dimension != p.dataset.dimension ||
+        p.eval_dataset.label_kind != p.dataset.label_kind) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "evaluate_on dataset ", spec.evaluate_on(), " has dimension ",
+          p.eval_dataset.dimension, ", training dataset ", p.dataset.name,
+          " has ", p.dataset.dimension, " (or their label types differ)"));
+    }
+    p.has_eval = true;
+  }
+  optim::PrivacyTarget target = p.job.target;
+  // A DP algorithm on a public dataset still runs with its noise, but the
+  // cost is not charged anywhere.
+  ASSIGN_OR_RETURN(p.calibration,
+                   p.job.algorithm->Calibrate(
+                       DatasetManager::PublicInfoOf(p.dataset), target));
+  p.cost.set_event_json(p.calibration.event.ToJson());
+  if (target.non_private) {
+    p.cost.set_accountant("none");
+    p.cost.set_charged(false);
+    return p;
+  }
+  ASSIGN_OR_RETURN(auto eps,
+                   privacy::ComputeEpsilon(p.calibration.event, target.delta,
+                                           target.accountant));
+  p.cost.set_epsilon(eps.epsilon);
+  p.cost.set_delta(target.delta);
+  p.cost.set_accountant(privacy::AccountantName(target.accountant));
+  if (p.dataset.is_public) {
+    p.cost.set_charged(false);
+    return p;
+  }
+  ASSIGN_OR_RETURN(auto config, DatasetManager::BudgetConfigOf(p.dataset));
+  ASSIGN_OR_RETURN(p.filter, privacy::PrivacyFilter::Create(config));
+  ASSIGN_OR_RETURN(p.priced,
+                   p.filter->Price(p.calibration.event, target.accountant,
+                                   p.calibration.relation));
+  // The ledger's view of the cost: at the dataset's delta.
+  p.cost.set_epsilon(p.priced.epsilon);
+  p.cost.set_delta(p.priced.delta);
+  p.cost.set_accountant(p.priced.accountant);
+  p.cost.set_charged(true);
+  return p;
+}
+
+absl::StatusOr<v1::JobEstimate> JobManager::Estimate(const v1::JobSpec& spec) {
+  ASSIGN_OR_RETURN(Prepared p, Prepare(spec));
+  v1::JobEstimate est;
+  *est.mutable_calibration() = ToProto(p.calibration);
+  *est.mutable_cost() = p.cost;
+  if (!p.cost.charged()) {
+    est.set_admissible(true);
+    est.set_message(
+        p.dataset.is_public ? "public dataset: the job is not charged" : "");
+    return est;
+  }
+  ASSIGN_OR_RETURN(auto entries, db_->ledger().List(p.dataset.name));
+  ASSIGN_OR_RETURN(*est.mutable_budget_before(),
+                   DatasetManager::BudgetOf(p.dataset, entries));
+  std::vector<std::string> blobs;
+  for (const auto& e : entries) blobs.push_back(e.cost_blob);
+  absl::Status admit = p.filter->Admit(blobs, p.priced.cost_blob);
+  if (admit.ok()) {
+    est.set_admissible(true);
+    blobs.push_back(p.priced.cost_blob);
+    ASSIGN_OR_RETURN(auto after, p.filter->View(blobs));
+    *est.mutable_budget_after() = est.budget_before();
+    est.mutable_budget_after()->set_epsilon_spent(after.epsilon_spent);
+    est.mutable_budget_after()->set_epsilon_remaining(after.epsilon_remaining);
+    est.mutable_budget_after()->set_charges(est.budget_before().charges() + 1);
+  } else if (admit.code() == absl::StatusCode::kResourceExhausted) {
+    est.set_admissible(false);
+    est.set_message(std::string(admit.message()));
+  } else {
+    return admit;
+  }
+  return est;
+}
+
+absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec,
+                                           const std::string& principal) {
+  ASSIGN_OR_RETURN(Prepared prepared, Prepare(spec));
+  auto p = std::make_shared<Prepared>(std::move(prepared));
+  // Reserve a queue slot first: a full queue must never cost budget.
+  ASSIGN_OR_RETURN(jobs::JobRunner::Ticket ticket, runner_->Reserve());
+
+  JobRecord record;
+  record.id = NewJobId();
+  record.dataset = p->dataset.name;
+  record.principal = principal;
+  record.state = JobState::kQueued;
+  record.spec = p->spec.SerializeAsString();
+  record.calibration = ToProto(p->calibration).SerializeAsString();
+  record.cost = p->cost.SerializeAsString();
+  record.steps_total = p->calibration.steps;
+
+  if (p->cost.charged()) {
+    storage::ChargeRequest charge;
+    charge.dataset = p->dataset.name;
+    charge.event_json = p->cost.event_json();
+    charge.accountant = p->priced.accountant;
+    charge.cost_blob = p->priced.cost_blob;
+    charge.epsilon = p->priced.epsilon;
+    charge.delta = p->priced.delta;
+    charge.principal = principal;
+    charge.note = absl::StrCat(p->job.algorithm_name, " job");
+    const privacy::PrivacyFilter* filter = p->filter.get();
+    const std::string next = p->priced.cost_blob;
+    auto admit =
+        [filter, &next](
+            const storage::DatasetRecord&,
+            const std::vector<storage::LedgerEntry>& existing) -> absl::Status {
+      std::vector<std::string> blobs;
+      blobs.reserve(existing.size());
+      for (const auto& e : existing) blobs.push_back(e.cost_blob);
+      return filter->Admit(blobs, next);
+    };
+    RETURN_IF_ERROR(
+        db_->ledger().ChargeAndCreateJob(charge, record, admit).status());
+  } else {
+    RETURN_IF_ERROR(db_->jobs().Create(record).status());
+  }
+  // Durable from here on. The worker loads private rows only after this.
+  const std::string id = record.id;
+  runner_->Submit(std::move(ticket), id,
+                  [this, id, p](const jobs::CancellationToken& token) {
+                    Execute(id, p, token);
+                  });
+  return Get(id);
+}
+
+// Records privatized trace points: persisted, streamed to watchers, and
+// checks for cancellation between steps.
+class JobManager::TraceRecorder : public optim::IterationCallback {
+ public:
+  TraceRecorder(JobManager* m, const std::string& job_id,
+                const Prepared& prepared, const optim::Objective* objective,
+                const Dataset* eval, const jobs::CancellationToken& token)
+      : m_(m),
+        job_id_(job_id),
+        prepared_(prepared),
+        objective_(objective),
+        eval_(eval),
+        token_(token) {}
+
+  bool OnIteration(const optim::IterationSummary& s) override {
+    if (token_.cancelled()) return false;
+    const int64_t every = prepared_.job.trace_every;
+    if (s.step % every == 0 || s.step == s.total_steps || s.step == 1) {
+      v1::TracePoint t;
+      t.set_step(s.step);
+      t.set_iterate_norm(s.iterate.norm());
+      t.set_noisy_gradient_norm(s.noisy_gradient_norm);
+      if (eval_ != nullptr) {
+        // Post-processing of the privatized iterate on PUBLIC data.
+        t.set_has_public_eval(true);
+        t.set_public_loss(objective_->Loss(*eval_, s.iterate));
+        t.set_public_accuracy(objective_->Accuracy(*eval_, s.iterate));
+      }
+      if (prepared_.spec.trace_iterates()) {
+        for (Eigen::Index i = 0; i < s.iterate.size(); ++i) {
+          t.add_iterate(s.iterate[i]);
+        }
+      }
+      // Persistence failures of the trace do not stop the job; the final
+      // state records them if the job cannot complete.
+      (void)m_->db_->jobs().AppendTrace(job_id_, s.step, t.SerializeAsString());
+      (void)m_->db_->jobs().UpdateProgress(job_id_, s.step);
+      v1::JobEvent ev;
+      *ev.mutable_trace() = t;
+      m_->hub_->Publish(job_id_, ev);
+    }
+    return !token_.cancelled();
+  }
+
+ private:
+  JobManager* m_;
+  const std::string& job_id_;
+  const Prepared& prepared_;
+  const optim::Objective* objective_;
+  const Dataset* eval_;
+  const jobs::CancellationToken& token_;
+};
+
+void JobManager::PublishJob(const std::string& job_id) {
+  auto job = Get(job_id);
+  if (!job.ok()) return;
+  v1::JobEvent ev;
+  *ev.mutable_job() = *job;
+  hub_->Publish(job_id, ev);
+}
+
+void JobManager::Execute(const std::string& job_id,
+                         std::shared_ptr<Prepared> prepared,
+                         const jobs::CancellationToken& token) {
+  absl::Status s = RunJob(job_id, *prepared, token);
+  if (!s.ok()) {
+    const JobState state = s.code() == absl::StatusCode::kCancelled
+                               ? JobState::kCancelled
+                               : JobState::kFailed;
+    (void)db_->jobs().UpdateState(
+        job_id, state,
+        state == JobState::kCancelled
+            ? "cancelled; its privacy cost stays charged"
+            : PublicFailure(s));
+  }
+  PublishJob(job_id);
+}
+
+absl::Status JobManager::RunJob(const std::string& job_id, const Prepared& p,
+                                const jobs::CancellationToken& token) {
+  if (token.cancelled()) return absl::CancelledError("cancelled");
+  RETURN_IF_ERROR(db_->jobs().UpdateState(job_id, JobState::kRunning));
+  PublishJob(job_id);
+
+  ASSIGN_OR_RETURN(Dataset train, db_->datasets().Load(p.dataset.name));
+  std::unique_ptr<Dataset> eval;
+  if (p.has_eval) {
+    ASSIGN_OR_RETURN(Dataset e, db_->datasets().Load(p.eval_dataset.name));
+    eval = std::make_unique<Dataset>(std::move(e));
+  }
+  ASSIGN_OR_RETURN(auto objective,
+                   optim::Objective::Create(p.job.model, train.dimension()));
+  ASSIGN_OR_RETURN(auto rng, noise::NewSecureRandom());
+  TraceRecorder recorder(this, job_id, p, objective.get(), eval.get(), token);
+  optim::SolveContext context(rng.get(), &recorder);
+  ASSIGN_OR_RETURN(optim::SolveResult result,
+                   p.job.algorithm->Run(train, p.calibration, context));
+  if (result.cancelled || token.cancelled()) {
+    return absl::CancelledError("cancelled");
+  }
+
+  v1::JobResult out;
+  out.set_job_id(job_id);
+  v1::Model* model = out.mutable_model();
+  for (Eigen::Index i = 0; i < result.model.weights.size(); ++i) {
+    model->add_weights(result.model.weights[i]);
+  }
+  model->set_dimension(result.model.dimension);
+  model->set_num_classes(result.model.num_classes);
+  model->set_loss(ProtoLossName(result.model.loss));
+  *out.mutable_cost() = p.cost;
+  *out.mutable_calibration() = ToProto(p.calibration);
+  v1::Evaluation evaluation;
+  if (eval != nullptr) {
+    evaluation.set_dataset(p.eval_dataset.name);
+    evaluation.set_rows(eval->rows());
+    evaluation.set_loss(objective->Loss(*eval, result.model.weights));
+    evaluation.set_accuracy(objective->Accuracy(*eval, result.model.weights));
+    *out.mutable_evaluation() = evaluation;
+  }
+  RETURN_IF_ERROR(db_->jobs().UpdateProgress(job_id, result.steps_done));
+  return db_->jobs().SetResult(job_id, out.SerializeAsString(),
+                               evaluation.SerializeAsString());
+}
+
+absl::StatusOr<v1::Job> JobManager::ToProto(const JobRecord& r) {
+  v1::Job j;
+  j.set_id(r.id);
+  if (!j.mutable_spec()->ParseFromString(r.spec) ||
+      !j.mutable_calibration()->ParseFromString(r.calibration) ||
+      !j.mutable_cost()->ParseFromString(r.cost) ||
+      !j.mutable_evaluation()->ParseFromString(r.evaluation)) {
+    return absl::DataLossError(
+        absl::StrCat("job ", r.id, " record is corrupt"));
+  }
+  j.set_state(ToProtoState(r.state));
+  j.set_message(r.message);
+  j.set_steps_done(r.steps_done);
+  j.set_steps_total(r.steps_total);
+  j.set_principal(r.principal);
+  if (r.created_at_micros > 0)
+    *j.mutable_created_at() = ToTimestamp(r.created_at_micros);
+  if (r.started_at_micros > 0)
+    *j.mutable_started_at() = ToTimestamp(r.started_at_micros);
+  if (r.finished_at_micros > 0) {
+    *j.mutable_finished_at() = ToTimestamp(r.finished_at_micros);
+  }
+  return j;
+}
+
+absl::StatusOr<v1::Job> JobManager::Get(const std::string& id) {
+  ASSIGN_OR_RETURN(JobRecord r, db_->jobs().Get(id));
+  ASSIGN_OR_RETURN(v1::Job j, ToProto(r));
+  return j;
+}
+
+absl::StatusOr<v1::ListJobsResponse> JobManager::List(
+    const std::string& dataset) {
+  ASSIGN_OR_RETURN(auto records, db_->jobs().List(storage::JobFilter{
+                                     dataset, "", std::nullopt}));
+  v1::ListJobsResponse out;
+  for (const auto& r : records) {
+    ASSIGN_OR_RETURN(*out.add_jobs(), ToProto(r));
+  }
+  return out;
+}
+
+absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& id) {
+  ASSIGN_OR_RETURN(JobRecord r, db_->jobs().Get(id));
+  if (r.state != JobState::kQueued && r.state != JobState::kRunning) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", id, " has already ended"));
+  }
+  runner_->Cancel(id);
+  return Get(id);
+}
+
+absl::StatusOr<v1::JobResult> JobManager::Result(const std::string& id) {
+  ASSIGN_OR_RETURN(JobRecord r, db_->jobs().Get(id));
+  if (r.state != JobState::kSucceeded) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", id, " has no result (state ",
+                     v1::JobState_Name(ToProtoState(r.state)), ")"));
+  }
+  v1::JobResult out;
+  if (!out.ParseFromString(r.result)) {
+    return absl::DataLossError(
+        absl::StrCat("result of job ", id, " is corrupt"));
+  }
+  ASSIGN_OR_RETURN(auto trace, db_->jobs().ListTrace(id));
+  for (const auto& t : trace) {
+    if (!out.add_trace()->ParseFromString(t.data)) {
+      return absl::DataLossError(
+          absl::StrCat("trace of job ", id, " is corrupt"));
+    }
+  }
+  return out;
+}
+
+}  // namespace dpopt::server

@@ -1,0 +1,79 @@
+// Job lifecycle: estimate, admission + charge, queueing, execution,
+// cancellation, trace and results. Privacy-critical order (design.md §5):
+//   validate spec -> calibrate from public metadata -> reserve a queue slot
+//   -> price + admit + charge + create the job in ONE BEGIN IMMEDIATE
+//   transaction (durable) -> only then does a worker load the private rows.
+// A job that was charged stays charged whatever happens next.
+#ifndef DPOPT_SERVER_JOB_MANAGER_H_
+#define DPOPT_SERVER_JOB_MANAGER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/jobs/job_runner.h"
+#include "dpopt/v1/dpopt.pb.h"
+#include "server/dataset_manager.h"
+#include "server/trace_hub.h"
+#include "storage/database.h"
+
+namespace dpopt::server {
+
+class JobManager {
+ public:
+  struct Options {
+    int workers = 2;
+    int queue_capacity = 64;
+    absl::Status Validate() const;
+  };
+
+  // REQUIRES: db, datasets and hub outlive the manager.
+  static absl::StatusOr<std::unique_ptr<JobManager>> Create(
+      const Options& options, storage::Database* db, DatasetManager* datasets,
+      TraceHub* hub);
+  ~JobManager();
+
+  // Restart recovery: jobs left RUNNING or QUEUED by a crash become FAILED
+  // (and stay charged).
+  absl::Status RecoverInterruptedJobs();
+
+  // Calibrates and prices a job; charges nothing.
+  absl::StatusOr<v1::JobEstimate> Estimate(const v1::JobSpec& spec);
+  // Charges and queues a job. RESOURCE_EXHAUSTED if the budget or the queue
+  // cannot take it (then nothing is charged).
+  absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec,
+                                 const std::string& principal);
+  absl::StatusOr<v1::Job> Get(const std::string& id);
+  absl::StatusOr<v1::ListJobsResponse> List(const std::string& dataset);
+  // FAILED_PRECONDITION if the job already ended.
+  absl::StatusOr<v1::Job> Cancel(const std::string& id);
+  // FAILED_PRECONDITION unless the job SUCCEEDED.
+  absl::StatusOr<v1::JobResult> Result(const std::string& id);
+
+  // Stops accepting jobs, cancels running ones and joins the workers.
+  void Shutdown();
+
+ private:
+  struct Prepared;
+  class TraceRecorder;
+
+  JobManager(storage::Database* db, DatasetManager* datasets, TraceHub* hub)
+      : db_(db), datasets_(datasets), hub_(hub) {}
+  absl::StatusOr<Prepared> Prepare(const v1::JobSpec& spec);
+  void Execute(const std::string& job_id, std::shared_ptr<Prepared> prepared,
+               const jobs::CancellationToken& token);
+  absl::Status RunJob(const std::string& job_id, const Prepared& prepared,
+                      const jobs::CancellationToken& token);
+  absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& record);
+  void PublishJob(const std::string& job_id);
+
+  storage::Database* db_;
+  DatasetManager* datasets_;
+  TraceHub* hub_;
+  std::unique_ptr<jobs::JobRunner> runner_;
+};
+
+}  // namespace dpopt::server
+
+#endif  // DPOPT_SERVER_JOB_MANAGER_H_

@@ -1,0 +1,72 @@
+// dpopt-server as a library: storage, managers, gRPC services, health and
+// reflection. Used by main.cc and by the in-process integration tests.
+#ifndef DPOPT_SERVER_SERVER_H_
+#define DPOPT_SERVER_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+
+namespace dpopt::storage {
+class Database;
+}
+
+namespace dpopt::server {
+
+class DatasetManager;
+class JobManager;
+class TraceHub;
+class DatasetServiceImpl;
+class BudgetServiceImpl;
+class JobServiceImpl;
+
+struct ServerOptions {
+  // SQLite database file; created and migrated on first start.
+  std::string db_path = "dpopt.db";
+  // Listen address. Port 0 picks a free port (see DpoptServer::port()).
+  std::string listen = "127.0.0.1:50051";
+  // Job worker threads and bounded queue length.
+  int workers = 2;
+  int queue_capacity = 64;
+  // Largest gRPC message accepted (import chunks are 1 MiB).
+  int max_message_bytes = 16 << 20;
+  absl::Status Validate() const;
+};
+
+class DpoptServer {
+ public:
+  // Opens (and migrates) the database, marks jobs interrupted by a previous
+  // crash as FAILED (they stay charged), and starts listening.
+  static absl::StatusOr<std::unique_ptr<DpoptServer>> Start(
+      const ServerOptions& options);
+  ~DpoptServer();
+
+  int port() const { return port_; }
+  // Blocks until Shutdown() is called from another thread.
+  void Wait();
+  // Deterministic shutdown: stop accepting RPCs, cancel and join jobs, close
+  // watchers and storage. Idempotent.
+  void Shutdown();
+
+ private:
+  DpoptServer() = default;
+
+  ServerOptions options_;
+  int port_ = 0;
+  std::unique_ptr<storage::Database> db_;
+  std::unique_ptr<TraceHub> hub_;
+  std::unique_ptr<DatasetManager> datasets_;
+  std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<DatasetServiceImpl> dataset_service_;
+  std::unique_ptr<BudgetServiceImpl> budget_service_;
+  std::unique_ptr<JobServiceImpl> job_service_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+  bool shut_down_ = false;
+};
+
+}  // namespace dpopt::server
+
+#endif  // DPOPT_SERVER_SERVER_H_

@@ -1,0 +1,238 @@
+#include "server/spec_translation.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+
+namespace dpopt::server {
+namespace {
+
+using v1::AlgorithmSpec;
+using v1::ModelSpec;
+
+bool Finite(double v) { return std::isfinite(v); }
+
+absl::Status CheckRegularization(double l2, double l1) {
+  if (!Finite(l2) || l2 < 0) {
+    return absl::InvalidArgumentError("model: l2 must be a finite number >= 0");
+  }
+  if (!Finite(l1) || l1 < 0) {
+    return absl::InvalidArgumentError("model: l1 must be a finite number >= 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<optim::ModelConfig> TranslateModel(const ModelSpec& m,
+                                                  bool dataset_is_public,
+                                                  int dataset_num_classes) {
+  optim::ModelConfig c;
+  switch (m.loss_case()) {
+    case ModelSpec::kLogisticRegression:
+      c.loss = optim::LossKind::kLogistic;
+      c.l2 = m.logistic_regression().l2();
+      c.l1 = m.logistic_regression().l1();
+      break;
+    case ModelSpec::kSoftmaxRegression:
+      c.loss = optim::LossKind::kSoftmax;
+      c.l2 = m.softmax_regression().l2();
+      c.l1 = m.softmax_regression().l1();
+      c.num_classes = m.softmax_regression().num_classes();
+      if (c.num_classes == 0) c.num_classes = dataset_num_classes;
+      if (c.num_classes != dataset_num_classes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "model.softmax_regression.num_classes is ", c.num_classes,
+            " but the dataset declares ", dataset_num_classes, " classes"));
+      }
+      break;
+    case ModelSpec::kLeastSquares:
+      c.loss = optim::LossKind::kLeastSquares;
+      c.l2 = m.least_squares().l2();
+      c.l1 = m.least_squares().l1();
+      c.label_bound = m.least_squares().label_bound();
+      if (!dataset_is_public && !(c.label_bound > 0 && Finite(c.label_bound))) {
+        return absl::InvalidArgumentError(
+            "model.least_squares.label_bound must be > 0 on a private dataset "
+            "(labels are clipped to it by the server)");
+      }
+      break;
+    case ModelSpec::kHingeSvm:
+      c.loss = optim::LossKind::kHinge;
+      c.l2 = m.hinge_svm().l2();
+      c.l1 = m.hinge_svm().l1();
+      break;
+    case ModelSpec::kHuberizedHingeSvm:
+      c.loss = optim::LossKind::kHuberizedHinge;
+      c.l2 = m.huberized_hinge_svm().l2();
+      c.l1 = m.huberized_hinge_svm().l1();
+      c.huber_width = m.huberized_hinge_svm().huber_width() > 0
+                          ? m.huberized_hinge_svm().huber_width()
+                          : 0.5;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          "model: choose one of logistic_regression, softmax_regression, "
+          "least_squares, hinge_svm, huberized_hinge_svm");
+  }
+  RETURN_IF_ERROR(CheckRegularization(c.l2, c.l1));
+  RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+absl::Status CheckSteps(int64_t steps, const std::string& field) {
+  if (steps < 1 || steps > kMaxSteps) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " must be between 1 and ", kMaxSteps, ", got ", steps));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPositive(double v, const std::string& field) {
+  if (!Finite(v) || v <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " must be a finite number > 0"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string ProtoLossName(optim::LossKind kind) {
+  switch (kind) {
+    case optim::LossKind::kLogistic:
+      return "logistic_regression";
+    case optim::LossKind::kSoftmax:
+      return "softmax_regression";
+    case optim::LossKind::kLeastSquares:
+      return "least_squares";
+    case optim::LossKind::kHinge:
+      return "hinge_svm";
+    case optim::LossKind::kHuberizedHinge:
+      return "huberized_hinge_svm";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<TranslatedJob> TranslateJobSpec(const v1::JobSpec& spec,
+                                               bool dataset_is_public,
+                                               int dataset_num_classes) {
+  if (spec.dataset().empty()) {
+    return absl::InvalidArgumentError("dataset is required");
+  }
+  if (!spec.has_model()) {
+    return absl::InvalidArgumentError("model is required");
+  }
+  if (!spec.has_algorithm() ||
+      spec.algorithm().algorithm_case() == AlgorithmSpec::ALGORITHM_NOT_SET) {
+    return absl::InvalidArgumentError(
+        "algorithm is required (e.g. {\"dp_sgd\": {...}})");
+  }
+  if (spec.trace_every() < 0) {
+    return absl::InvalidArgumentError("trace_every must be >= 0");
+  }
+  TranslatedJob out;
+  ASSIGN_OR_RETURN(out.model, TranslateModel(spec.model(), dataset_is_public,
+                                             dataset_num_classes));
+
+  const AlgorithmSpec& a = spec.algorithm();
+  const bool non_private_algorithm = a.algorithm_case() == AlgorithmSpec::kGd;
+  if (non_private_algorithm) {
+    if (!dataset_is_public) {
+      return absl::PermissionDeniedError(
+          "non-private algorithms run only on public datasets");
+    }
+    if (spec.has_privacy()) {
+      return absl::InvalidArgumentError(
+          "a non-private algorithm takes no privacy target");
+    }
+    out.target.non_private = true;
+  } else {
+    if (!spec.has_privacy()) {
+      return absl::InvalidArgumentError(
+          "privacy {epsilon, delta} is required for a DP algorithm");
+    }
+    const auto& p = spec.privacy();
+    if (!Finite(p.epsilon()) || p.epsilon() <= 0) {
+      return absl::InvalidArgumentError(
+          "privacy.epsilon must be a finite number > 0");
+    }
+    if (!Finite(p.delta()) || p.delta() < 0 || p.delta() >= 1) {
+      return absl::InvalidArgumentError("privacy.delta must be in [0, 1)");
+    }
+    out.target.epsilon = p.epsilon();
+    out.target.delta = p.delta();
+    out.target.accountant = p.accountant() == v1::ACCOUNTANT_PLD
+                                ? privacy::AccountantKind::kPld
+                                : privacy::AccountantKind::kRdp;
+  }
+
+  int64_t steps = 0;
+  switch (a.algorithm_case()) {
+    case AlgorithmSpec::kDpGd:
+    case AlgorithmSpec::kDpSgd: {
+      optim::DpSgdOptions o;
+      o.model = out.model;
+      if (a.has_dp_gd()) {
+        const auto& g = a.dp_gd();
+        o.sampling_rate = 1.0;
+        o.steps = g.steps();
+        o.clip_norm = g.clip_norm();
+        o.learning_rate = g.learning_rate();
+        RETURN_IF_ERROR(CheckSteps(o.steps, "algorithm.dp_gd.steps"));
+        RETURN_IF_ERROR(
+            CheckPositive(o.clip_norm, "algorithm.dp_gd.clip_norm"));
+        RETURN_IF_ERROR(
+            CheckPositive(o.learning_rate, "algorithm.dp_gd.learning_rate"));
+        out.algorithm_name = "dp_gd";
+      } else {
+        const auto& s = a.dp_sgd();
+        o.sampling_rate = s.sampling_rate();
+        o.steps = s.steps();
+        o.clip_norm = s.clip_norm();
+        o.learning_rate = s.learning_rate();
+        o.momentum = s.momentum();
+        if (!Finite(o.sampling_rate) || o.sampling_rate <= 0 ||
+            o.sampling_rate > 1) {
+          return absl::InvalidArgumentError(
+              "algorithm.dp_sgd.sampling_rate must be in (0, 1]");
+        }
+        RETURN_IF_ERROR(CheckSteps(o.steps, "algorithm.dp_sgd.steps"));
+        RETURN_IF_ERROR(
+            CheckPositive(o.clip_norm, "algorithm.dp_sgd.clip_norm"));
+        RETURN_IF_ERROR(
+            CheckPositive(o.learning_rate, "algorithm.dp_sgd.learning_rate"));
+        if (!Finite(o.momentum) || o.momentum < 0 || o.momentum >= 1) {
+          return absl::InvalidArgumentError(
+              "algorithm.dp_sgd.momentum must be in [0, 1)");
+        }
+        out.algorithm_name = "dp_sgd";
+      }
+      RETURN_IF_ERROR(o.Validate());
+      steps = o.steps;
+      ASSIGN_OR_RETURN(out.algorithm, optim::NewDpSgd(o));
+      break;
+    }
+    case AlgorithmSpec::kGd: {
+      optim::GdOptions o;
+      o.model = out.model;
+      o.steps = a.gd().steps();
+      o.learning_rate = a.gd().learning_rate();
+      RETURN_IF_ERROR(CheckSteps(o.steps, "algorithm.gd.steps"));
+      RETURN_IF_ERROR(
+          CheckPositive(o.learning_rate, "algorithm.gd.learning_rate"));
+      RETURN_IF_ERROR(o.Validate());
+      steps = o.steps;
+      out.algorithm_name = "gd";
+      ASSIGN_OR_RETURN(out.algorithm, optim::NewNonPrivateGd(o));
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError("unsupported algorithm");
+  }
+  out.trace_every = spec.trace_every() > 0 ? spec.trace_every()
+                                           : std::max<int64_t>(1, steps / 100);
+  return out;
+}
+
+}  // namespace dpopt::server

@@ -1,0 +1,44 @@
+// Translation of the public JobSpec (proto) into engine objects, with all
+// validation of client input that needs no storage access. Every error is
+// INVALID_ARGUMENT (or PERMISSION_DENIED for a non-private algorithm on a
+// private dataset) with a message that names the offending field.
+#ifndef DPOPT_SERVER_SPEC_TRANSLATION_H_
+#define DPOPT_SERVER_SPEC_TRANSLATION_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/optim/algorithm.h"
+#include "core/optim/dp_sgd.h"
+#include "core/optim/non_private_gd.h"
+#include "dpopt/v1/job_spec.pb.h"
+
+namespace dpopt::server {
+
+struct TranslatedJob {
+  std::unique_ptr<optim::Algorithm> algorithm;
+  optim::ModelConfig model;
+  optim::PrivacyTarget target;
+  // Short algorithm name ("dp_sgd", ...).
+  std::string algorithm_name;
+  int64_t trace_every = 1;
+};
+
+// Limits on what a single job may ask for (absurd values are refused before
+// anything is calibrated or charged).
+inline constexpr int64_t kMaxSteps = 1'000'000;
+
+// `dataset_is_public` decides whether a non-private algorithm is allowed and
+// whether `privacy` is required. `dataset_num_classes` is the dataset's
+// declared class count (checked against a softmax model).
+absl::StatusOr<TranslatedJob> TranslateJobSpec(const v1::JobSpec& spec,
+                                               bool dataset_is_public,
+                                               int dataset_num_classes);
+
+// The ModelSpec field name of a loss: "logistic_regression", ...
+std::string ProtoLossName(optim::LossKind kind);
+
+}  // namespace dpopt::server
+
+#endif  // DPOPT_SERVER_SPEC_TRANSLATION_H_
