@@ -3,18 +3,32 @@
 // why floating-point noise leaks; Canonne, Kamath, Steinke 2020 for the
 // samplers).
 //
-// Gaussian: the value is rounded coordinate-wise to the grid g = 2^k; two
-// neighbouring values at L2 distance <= s are at distance <= s + g*sqrt(d)
-// after rounding, so the mechanism's effective sensitivity is
-// s_eff = s + g*sqrt(d). Discrete Gaussian noise with scale
-// sigma = noise_multiplier * s_eff (in grid units sigma/g) is then added.
+// Gaussian: the value is rounded coordinate-wise to the nearest point of the
+// grid g = 2^k; two neighbouring values at L2 distance <= s are at distance
+// <= s + g*sqrt(d) after rounding, so the mechanism's effective sensitivity is
+// s_eff = s + g*sqrt(d) (rounded up in floating point). Discrete Gaussian
+// noise with scale sigma >= noise_multiplier * s_eff (in grid units
+// sigma/g, an exact dyadic rational, see discrete_samplers.h) is then added.
 // The DP event to charge is DpEvent::DiscreteGaussian(noise_multiplier,
-// sigma/g, d) (see core/privacy/dp_event.h).
+// sigma/g, d) (see core/privacy/dp_event.h); since sigma/s_eff >=
+// noise_multiplier, charging noise_multiplier is conservative.
 //
-// Laplace: likewise with the L1 sensitivity, s_eff = s + g*d, and discrete
-// Laplace noise of scale b = s_eff / epsilon_per_release... expressed here by
-// the scale relative to the sensitivity (scale_multiplier = b / s_eff), so the
-// release is (1/scale_multiplier)-DP.
+// Laplace: likewise with the L1 sensitivity, s_eff = s + g*d, and
+// per-coordinate discrete Laplace noise (pmf proportional to exp(-|x|/b) on
+// the grid) of scale b >= scale_multiplier * s_eff. The release is
+// (1/scale_multiplier)-DP with respect to L1 sensitivity s: pass
+// scale_multiplier = 1/epsilon for an epsilon-DP release. The DP event is
+// DpEvent::DiscreteLaplace(scale_multiplier).
+//
+// Both Add*Noise functions reject non-finite input or input beyond 2^62 grid
+// units with INVALID_ARGUMENT before drawing any noise. If the random source
+// fails they return its error and set every coordinate of v to NaN.
+//
+// The grid is the power of two nearest below 2^-20 * noise_multiplier * s
+// (resp. 2^-20 * scale_multiplier * s), so the noise scale is between 2^20 and
+// about 2^21 grid units and the rounding adds a relative
+// 2^-20 * noise_multiplier * sqrt(d) (resp. 2^-20 * scale_multiplier * d) to
+// the sensitivity.
 #ifndef DPOPT_CORE_NOISE_VECTOR_MECHANISMS_H_
 #define DPOPT_CORE_NOISE_VECTOR_MECHANISMS_H_
 
@@ -28,12 +42,12 @@
 namespace dpopt::noise {
 
 struct GaussianPlan {
-  double l2_sensitivity = 0;      // s, as declared by the algorithm
-  double noise_multiplier = 0;    // z
-  int64_t dimension = 0;          // d
-  double grid = 0;                // g, a power of two
+  double l2_sensitivity = 0;         // s, as declared by the algorithm
+  double noise_multiplier = 0;       // z
+  int64_t dimension = 0;             // d
+  double grid = 0;                   // g, a power of two
   double effective_sensitivity = 0;  // s + g*sqrt(d)
-  double sigma = 0;               // z * effective_sensitivity
+  double sigma = 0;                  // z * effective_sensitivity
   double sigma_in_grid_units = 0;    // sigma / g
 };
 
@@ -50,8 +64,8 @@ absl::Status AddGaussianNoise(const GaussianPlan& plan, RandomSource& rng,
                               Eigen::Ref<Eigen::VectorXd> v);
 
 struct LaplacePlan {
-  double l1_sensitivity = 0;         // s
-  double scale_multiplier = 0;       // b / s_eff; the release is 1/that -DP
+  double l1_sensitivity = 0;    // s
+  double scale_multiplier = 0;  // b / s_eff; the release is 1/that -DP
   int64_t dimension = 0;
   double grid = 0;
   double effective_sensitivity = 0;  // s + g*d

@@ -1,0 +1,128 @@
+#include "core/noise/random.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+
+namespace dpopt::noise {
+
+uint64_t RandomSource::UniformInt(uint64_t n) {
+  if (n <= 1) return 0;
+  // Lemire (2019), "Fast random integer generation in an interval": the
+  // multiply-shift with rejection of the low word below 2^64 mod n is exactly
+  // uniform on [0, n).
+  uint64_t x = NextUint64();
+  unsigned __int128 m = static_cast<unsigned __int128>(x) * n;
+  uint64_t low = static_cast<uint64_t>(m);
+  if (low < n) {
+    const uint64_t threshold = (0 - n) % n;  // 2^64 mod n
+    while (low < threshold) {
+      if (!status().ok()) return 0;  // A failed source must not spin.
+      x = NextUint64();
+      m = static_cast<unsigned __int128>(x) * n;
+      low = static_cast<uint64_t>(m);
+    }
+  }
+  return static_cast<uint64_t>(m >> 64);
+}
+
+double RandomSource::UniformDouble() {
+  return static_cast<double>(NextUint64() >> 11) * 0x1.0p-53;
+}
+
+bool RandomSource::Bernoulli(double p) {
+  if (!(p > 0)) return false;  // Also NaN.
+  if (p >= 1) return true;
+  // Exact: compares a uniform U in [0, 1), read lazily bit by bit, with the
+  // binary expansion of p = mantissa * 2^(exponent - 53). Returns U < p.
+  int exponent = 0;
+  const double mantissa = std::frexp(p, &exponent);  // p = mantissa*2^exp
+  const uint64_t m = static_cast<uint64_t>(std::ldexp(mantissa, 53));
+  const int64_t leading_zeros = -static_cast<int64_t>(exponent);  // >= 0
+  uint64_t word = 0;
+  int bits_left = 0;
+  for (int64_t i = 1;; ++i) {
+    if (bits_left == 0) {
+      word = NextUint64();
+      bits_left = 64;
+      if (!status().ok()) return false;
+    }
+    const int u = static_cast<int>(word >> 63);
+    word <<= 1;
+    --bits_left;
+    int digit = 0;
+    if (i > leading_zeros) {
+      const int64_t j = i - leading_zeros;  // 1..53 are the mantissa bits.
+      if (j > 53) return false;             // p's expansion ended: U >= p.
+      digit = static_cast<int>((m >> (53 - j)) & 1);
+    }
+    if (u != digit) return u < digit;
+  }
+}
+
+namespace {
+
+// Buffered reader of the kernel CSPRNG. Fails closed (sticky status).
+class SecureRandom final : public RandomSource {
+ public:
+  SecureRandom() = default;
+  SecureRandom(const SecureRandom&) = delete;
+  SecureRandom& operator=(const SecureRandom&) = delete;
+  ~SecureRandom() override { explicit_bzero(buffer_.data(), sizeof(buffer_)); }
+
+  uint64_t NextUint64() override {
+    if (next_ == buffer_.size()) Refill();
+    if (!status_.ok()) return 0;
+    const uint64_t value = buffer_[next_];
+    buffer_[next_++] = 0;  // Do not keep used randomness around.
+    return value;
+  }
+
+  absl::Status status() const override { return status_; }
+
+  void Refill() {
+    if (!status_.ok()) return;
+    char* out = reinterpret_cast<char*>(buffer_.data());
+    size_t remaining = sizeof(buffer_);
+    while (remaining > 0) {
+      const ssize_t got = getrandom(out, remaining, 0);
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        status_ = absl::UnavailableError(absl::StrCat(
+            "secure random generator failed (getrandom: ", strerror(errno),
+            "); refusing to produce noise"));
+        explicit_bzero(buffer_.data(), sizeof(buffer_));
+        return;
+      }
+      out += got;
+      remaining -= static_cast<size_t>(got);
+    }
+    next_ = 0;
+  }
+
+ private:
+  // 4 KiB per refill: one syscall per 512 draws.
+  std::array<uint64_t, 512> buffer_{};
+  size_t next_ = buffer_.size();
+  absl::Status status_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RandomSource>> NewSecureRandom() {
+  auto rng = std::make_unique<SecureRandom>();
+  rng->Refill();
+  if (!rng->status().ok()) return rng->status();
+  return rng;
+}
+
+}  // namespace dpopt::noise
