@@ -1,0 +1,103 @@
+// storage::Database: one SQLite file holding datasets, the privacy ledger and
+// jobs. Opening creates and migrates the file as needed.
+//
+//   ASSIGN_OR_RETURN(std::unique_ptr<Database> db,
+//                    Database::Open("/var/lib/dpopt/dpopt.db"));
+//   ASSIGN_OR_RETURN(DatasetRecord rec, db->datasets().Import(opts, bytes));
+//   ASSIGN_OR_RETURN(LedgerEntry e,
+//                    db->ledger().ChargeAndCreateJob(charge, job, admit));
+//
+// Thread safety: all methods (of Database and of its stores) may be called
+// concurrently; one connection is shared under a mutex. Several Database
+// objects (or processes) may open the same file; writes that must not
+// interleave use BEGIN IMMEDIATE and wait up to Options::busy_timeout_ms.
+#ifndef DPOPT_STORAGE_DATABASE_H_
+#define DPOPT_STORAGE_DATABASE_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "storage/dataset_store.h"
+#include "storage/job_store.h"
+#include "storage/ledger.h"
+#include "storage/sqlite.h"
+
+namespace dpopt::storage {
+
+struct DatabaseOptions {
+  // How long a write waits for another connection's write lock before
+  // failing with UNAVAILABLE.
+  int busy_timeout_ms = 5000;
+  // Create the file if missing (else NOT_FOUND).
+  bool create_if_missing = true;
+  // Rows per stored block at import; 1 <= block_rows <= 1 << 20.
+  int block_rows = 4096;
+
+  absl::Status Validate() const;
+};
+
+class Database {
+ public:
+  using Options = DatabaseOptions;
+
+  // Opens `path` (created if missing and allowed), enables WAL, foreign keys
+  // and synchronous=FULL, and applies pending schema migrations.
+  // Errors: INVALID_ARGUMENT (options); NOT_FOUND (missing file with
+  // !create_if_missing); FAILED_PRECONDITION (the file has a newer schema
+  // than this build); DATA_LOSS (not a database / corrupt); UNAVAILABLE.
+  static absl::StatusOr<std::unique_ptr<Database>> Open(
+      const std::string& path, const Options& options = Options());
+
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+  ~Database() = default;
+
+  DatasetStore& datasets() { return datasets_; }
+  Ledger& ledger() { return ledger_; }
+  JobStore& jobs() { return jobs_; }
+
+  const std::string& path() const { return path_; }
+  const Options& options() const { return options_; }
+
+  // The schema version recorded in the file.
+  absl::StatusOr<int> SchemaVersion();
+
+ private:
+  friend class DatasetStore;
+  friend class Ledger;
+  friend class JobStore;
+  friend class DatabaseTestPeer;  // tests only: raw SQL access
+
+  Database(std::string path, const Options& options,
+           std::unique_ptr<Connection> conn)
+      : path_(std::move(path)),
+        options_(options),
+        conn_(std::move(conn)),
+        datasets_(*this),
+        ledger_(*this),
+        jobs_(*this) {}
+
+  // Runs fn(Connection&) with the connection lock held; returns its result.
+  template <typename Fn>
+  auto WithConnection(Fn&& fn) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return fn(*conn_);
+  }
+
+  const std::string path_;
+  const Options options_;
+  absl::Mutex mu_;
+  std::unique_ptr<Connection> conn_ ABSL_GUARDED_BY(mu_);
+  DatasetStore datasets_;
+  Ledger ledger_;
+  JobStore jobs_;
+};
+
+}  // namespace dpopt::storage
+
+#endif  // DPOPT_STORAGE_DATABASE_H_

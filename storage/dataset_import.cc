@@ -1,0 +1,519 @@
+#include "storage/dataset_import.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "core/common/status_macros.h"
+
+namespace dpopt::storage {
+namespace {
+
+absl::Status LineError(int64_t line, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("line ", line, ": ", what));
+}
+
+bool IsBlank(char c) { return c == ' ' || c == '\t'; }
+
+// Splits on runs of spaces/tabs.
+void SplitWhitespace(absl::string_view line,
+                     std::vector<absl::string_view>* out) {
+  out->clear();
+  size_t i = 0;
+  const size_t n = line.size();
+  while (i < n) {
+    while (i < n && IsBlank(line[i])) ++i;
+    if (i >= n) break;
+    size_t j = i;
+    while (j < n && !IsBlank(line[j])) ++j;
+    out->push_back(line.substr(i, j - i));
+    i = j;
+  }
+}
+
+void SplitComma(absl::string_view line, std::vector<absl::string_view>* out) {
+  out->clear();
+  for (absl::string_view field : absl::StrSplit(line, ',')) {
+    out->push_back(absl::StripAsciiWhitespace(field));
+  }
+}
+
+// Parses a finite double. Returns false for malformed tokens; sets
+// *non_finite for NaN/Inf (which parse but are rejected separately).
+bool ParseNumber(absl::string_view token, double* value, bool* non_finite) {
+  *non_finite = false;
+  if (token.empty()) return false;
+  if (!absl::SimpleAtod(token, value)) return false;
+  if (!std::isfinite(*value)) {
+    *non_finite = true;
+    return false;
+  }
+  return true;
+}
+
+// Validates and normalizes labels per the options' label kind.
+class LabelChecker {
+ public:
+  explicit LabelChecker(const ImportOptions& options) : options_(options) {}
+
+  absl::Status Check(int64_t line, absl::string_view token, double* label) {
+    bool non_finite = false;
+    if (!ParseNumber(token, label, &non_finite)) {
+      return LineError(
+          line, non_finite ? "label is NaN or Inf" : "label is not a number");
+    }
+    switch (options_.label_kind) {
+      case LabelKind::kBinary:
+        if (*label == 1.0) return absl::OkStatus();
+        if (*label == -1.0) {
+          saw_minus_one_ = true;
+        } else if (*label == 0.0) {
+          saw_zero_ = true;
+          *label = -1.0;
+        } else {
+          return LineError(line, "binary label must be +1/-1 or 0/1");
+        }
+        if (saw_zero_ && saw_minus_one_) {
+          return LineError(line,
+                           "binary labels mix 0 and -1 (use +1/-1 or 0/1)");
+        }
+        return absl::OkStatus();
+      case LabelKind::kMulticlass:
+        if (*label != std::floor(*label) || *label < 0 ||
+            *label >= options_.num_classes) {
+          return LineError(line,
+                           absl::StrCat("class label must be an integer in "
+                                        "[0, ",
+                                        options_.num_classes, ")"));
+        }
+        return absl::OkStatus();
+      case LabelKind::kReal:
+        return absl::OkStatus();
+    }
+    return absl::InternalError("unknown label kind");
+  }
+
+ private:
+  const ImportOptions& options_;
+  bool saw_zero_ = false;
+  bool saw_minus_one_ = false;
+};
+
+// Checks feature values against the declared bounds.
+class BoundsChecker {
+ public:
+  explicit BoundsChecker(const DeclaredBounds& bounds, bool sparse)
+      : bounds_(bounds) {
+    if (sparse && bounds.has_feature_bounds()) {
+      for (size_t j = 0; j < bounds.lower.size(); ++j) {
+        if (bounds.lower[j] > 0 || bounds.upper[j] < 0) {
+          zero_excluded_.push_back(static_cast<int32_t>(j));
+        }
+      }
+    }
+  }
+
+  // `feature` is 0-based; messages report it 1-based.
+  absl::Status CheckValue(int64_t line, int64_t feature, double v) const {
+    if (bounds_.has_feature_bounds() &&
+        (v < bounds_.lower[feature] || v > bounds_.upper[feature])) {
+      return LineError(line, absl::StrCat("feature ", feature + 1,
+                                          " is outside its declared bounds"));
+    }
+    return absl::OkStatus();
+  }
+
+  // For sparse rows: features whose bounds exclude 0 must be present.
+  // `indices` is the row's sorted 0-based index list.
+  absl::Status CheckAbsent(int64_t line, const int32_t* indices,
+                           size_t count) const {
+    for (int32_t j : zero_excluded_) {
+      if (!std::binary_search(indices, indices + count, j)) {
+        return LineError(line,
+                         absl::StrCat("feature ", j + 1,
+                                      " is absent (0), outside its declared "
+                                      "bounds"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckNorm(int64_t line, double squared_norm) const {
+    if (bounds_.row_norm_bound.has_value() &&
+        !(std::sqrt(squared_norm) <= *bounds_.row_norm_bound)) {
+      return LineError(line, "row L2 norm exceeds the declared row_norm_bound");
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const DeclaredBounds& bounds_;
+  std::vector<int32_t> zero_excluded_;
+};
+
+// Calls fn(line_number, line) for each non-blank line (trailing '\r'
+// stripped). Stops at the first error.
+template <typename Fn>
+absl::Status ForEachLine(absl::string_view bytes, Fn fn) {
+  int64_t line_no = 0;
+  size_t pos = 0;
+  while (pos < bytes.size()) {
+    size_t end = bytes.find('\n', pos);
+    if (end == absl::string_view::npos) end = bytes.size();
+    absl::string_view line = bytes.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    bool blank = true;
+    for (char c : line) {
+      if (!IsBlank(c)) {
+        blank = false;
+        break;
+      }
+    }
+    if (blank) continue;
+    RETURN_IF_ERROR(fn(line_no, line));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNoNul(absl::string_view bytes) {
+  if (bytes.find('\0') != absl::string_view::npos) {
+    return absl::InvalidArgumentError("file contains NUL bytes (binary data?)");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ParsedRows> ParseLibsvm(const ImportOptions& options,
+                                       absl::string_view bytes) {
+  ParsedRows out;
+  out.sparse = true;
+  out.dimension = options.dimension;
+  out.row_offsets.push_back(0);
+  LabelChecker labels(options);
+  BoundsChecker bounds(options.bounds, /*sparse=*/true);
+  std::vector<absl::string_view> tokens;
+  RETURN_IF_ERROR(ForEachLine(bytes, [&](int64_t line_no,
+                                         absl::string_view line) {
+    SplitWhitespace(line, &tokens);
+    double label = 0;
+    RETURN_IF_ERROR(labels.Check(line_no, tokens[0], &label));
+    const size_t row_start = out.indices.size();
+    int64_t prev = 0;
+    double sq = 0;
+    for (size_t t = 1; t < tokens.size(); ++t) {
+      const absl::string_view tok = tokens[t];
+      const size_t colon = tok.find(':');
+      if (colon == absl::string_view::npos) {
+        return LineError(line_no, absl::StrCat("token ", t + 1,
+                                               " is not of the form "
+                                               "index:value"));
+      }
+      int64_t index = 0;
+      if (!absl::SimpleAtoi(tok.substr(0, colon), &index)) {
+        return LineError(line_no, absl::StrCat("token ", t + 1,
+                                               ": feature index is not an "
+                                               "integer"));
+      }
+      if (index < 1) {
+        return LineError(line_no,
+                         absl::StrCat("feature index ", index,
+                                      " is below 1 (indices are 1-based)"));
+      }
+      if (index > options.dimension) {
+        return LineError(
+            line_no, absl::StrCat("feature index ", index,
+                                  " exceeds dimension ", options.dimension));
+      }
+      if (index <= prev) {
+        return LineError(line_no,
+                         absl::StrCat("feature index ", index,
+                                      " is not greater than the previous "
+                                      "index ",
+                                      prev));
+      }
+      prev = index;
+      double v = 0;
+      bool non_finite = false;
+      if (!ParseNumber(tok.substr(colon + 1), &v, &non_finite)) {
+        return LineError(
+            line_no,
+            non_finite
+                ? absl::StrCat("value of feature ", index, " is NaN or Inf")
+                : absl::StrCat("value of feature ", index, " is not a number"));
+      }
+      RETURN_IF_ERROR(bounds.CheckValue(line_no, index - 1, v));
+      sq += v * v;
+      out.indices.push_back(static_cast<int32_t>(index - 1));
+      out.values.push_back(v);
+    }
+    RETURN_IF_ERROR(bounds.CheckAbsent(line_no, out.indices.data() + row_start,
+                                       out.indices.size() - row_start));
+    RETURN_IF_ERROR(bounds.CheckNorm(line_no, sq));
+    out.labels.push_back(label);
+    out.row_offsets.push_back(static_cast<int64_t>(out.indices.size()));
+    return absl::OkStatus();
+  }));
+  out.rows = static_cast<int64_t>(out.labels.size());
+  return out;
+}
+
+absl::StatusOr<ParsedRows> ParseCsv(const ImportOptions& options,
+                                    absl::string_view bytes) {
+  ParsedRows out;
+  out.sparse = false;
+  out.dimension = options.dimension;
+  const int64_t columns = options.dimension + 1;
+  const int64_t label_col =
+      options.csv_label_column < 0 ? columns - 1 : options.csv_label_column;
+  LabelChecker labels(options);
+  BoundsChecker bounds(options.bounds, /*sparse=*/false);
+  std::vector<absl::string_view> fields;
+  bool header_pending = options.csv_has_header;
+  RETURN_IF_ERROR(ForEachLine(bytes, [&](int64_t line_no,
+                                         absl::string_view line) {
+    if (options.csv_delimiter == CsvDelimiter::kComma) {
+      SplitComma(line, &fields);
+    } else {
+      SplitWhitespace(line, &fields);
+    }
+    if (static_cast<int64_t>(fields.size()) != columns) {
+      return LineError(
+          line_no, absl::StrCat("expected ", columns, " columns (dimension ",
+                                options.dimension, " + 1 label), found ",
+                                fields.size()));
+    }
+    if (header_pending) {
+      header_pending = false;
+      for (int64_t c = 0; c < columns; ++c) {
+        if (c != label_col) out.header_names.emplace_back(fields[c]);
+      }
+      return absl::OkStatus();
+    }
+    double label = 0;
+    RETURN_IF_ERROR(labels.Check(line_no, fields[label_col], &label));
+    double sq = 0;
+    int64_t feature = 0;
+    for (int64_t c = 0; c < columns; ++c) {
+      if (c == label_col) continue;
+      double v = 0;
+      bool non_finite = false;
+      if (!ParseNumber(fields[c], &v, &non_finite)) {
+        return LineError(
+            line_no, non_finite
+                         ? absl::StrCat("column ", c + 1, " is NaN or Inf")
+                         : absl::StrCat("column ", c + 1, " is not a number"));
+      }
+      RETURN_IF_ERROR(bounds.CheckValue(line_no, feature, v));
+      sq += v * v;
+      out.values.push_back(v);
+      ++feature;
+    }
+    RETURN_IF_ERROR(bounds.CheckNorm(line_no, sq));
+    out.labels.push_back(label);
+    return absl::OkStatus();
+  }));
+  out.rows = static_cast<int64_t>(out.labels.size());
+  return out;
+}
+
+bool IsFiniteVector(const std::vector<double>& v) {
+  for (double x : v) {
+    if (!std::isfinite(x)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::string_view DatasetFormatName(DatasetFormat format) {
+  switch (format) {
+    case DatasetFormat::kLibsvm:
+      return "libsvm";
+    case DatasetFormat::kCsv:
+      return "csv";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<DatasetFormat> ParseDatasetFormat(absl::string_view name) {
+  if (name == "libsvm") return DatasetFormat::kLibsvm;
+  if (name == "csv") return DatasetFormat::kCsv;
+  return absl::InvalidArgumentError(
+      "dataset format must be \"libsvm\" or \"csv\"");
+}
+
+absl::string_view CsvDelimiterName(CsvDelimiter delimiter) {
+  switch (delimiter) {
+    case CsvDelimiter::kComma:
+      return "comma";
+    case CsvDelimiter::kWhitespace:
+      return "whitespace";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<CsvDelimiter> ParseCsvDelimiter(absl::string_view name) {
+  if (name == "," || name == "comma") return CsvDelimiter::kComma;
+  if (name == "whitespace") return CsvDelimiter::kWhitespace;
+  return absl::InvalidArgumentError(
+      "CSV delimiter must be \",\" or \"whitespace\"");
+}
+
+bool IsValidDatasetName(absl::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name) {
+    if (!(absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+          c == '_' || c == '-')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::Status ImportOptions::Validate() const {
+  if (!IsValidDatasetName(name)) {
+    return absl::InvalidArgumentError(
+        "dataset name must match [A-Za-z0-9._-]{1,64}");
+  }
+  if (format != DatasetFormat::kLibsvm && format != DatasetFormat::kCsv) {
+    return absl::InvalidArgumentError("unknown dataset format");
+  }
+  if (dimension < 1 || dimension > kMaxDimension) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dimension must be in [1, ", kMaxDimension, "]"));
+  }
+  if (is_public) {
+    if (epsilon_budget != 0 || delta_budget != 0) {
+      return absl::InvalidArgumentError(
+          "a public dataset has no privacy budget: epsilon_budget and "
+          "delta_budget must be 0");
+    }
+  } else {
+    if (!(std::isfinite(epsilon_budget) && epsilon_budget > 0)) {
+      return absl::InvalidArgumentError(
+          "a private dataset needs a finite epsilon_budget > 0");
+    }
+    if (!(delta_budget >= 0 && delta_budget < 1)) {
+      return absl::InvalidArgumentError("delta_budget must be in [0, 1)");
+    }
+  }
+  if (budget_filter != kFilterRdp && budget_filter != kFilterBasic) {
+    return absl::InvalidArgumentError(
+        "budget_filter must be \"rdp\" or \"basic\"");
+  }
+  if (relation != kRelationAddRemove && relation != kRelationReplaceOne) {
+    return absl::InvalidArgumentError(
+        "relation must be \"add_remove\" or \"replace_one\"");
+  }
+  switch (label_kind) {
+    case LabelKind::kBinary:
+      if (num_classes != 2) {
+        return absl::InvalidArgumentError(
+            "binary labels require num_classes == 2");
+      }
+      break;
+    case LabelKind::kMulticlass:
+      if (num_classes < 2 || num_classes > kMaxClasses) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "multiclass labels require num_classes in [2, ", kMaxClasses, "]"));
+      }
+      break;
+    case LabelKind::kReal:
+      break;
+    default:
+      return absl::InvalidArgumentError("unknown label kind");
+  }
+  if (format == DatasetFormat::kCsv) {
+    if (csv_delimiter != CsvDelimiter::kComma &&
+        csv_delimiter != CsvDelimiter::kWhitespace) {
+      return absl::InvalidArgumentError("unknown CSV delimiter");
+    }
+    if (csv_label_column < -1 || csv_label_column > dimension) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "csv_label_column must be -1 (last) or in [0, ", dimension, "]"));
+    }
+  }
+  if (bounds.lower.size() != bounds.upper.size()) {
+    return absl::InvalidArgumentError(
+        "declared lower and upper bounds must have the same length");
+  }
+  if (bounds.has_feature_bounds()) {
+    if (static_cast<int64_t>(bounds.lower.size()) != dimension) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "declared feature bounds must have one entry per feature (",
+          dimension, "), got ", bounds.lower.size()));
+    }
+    if (!IsFiniteVector(bounds.lower) || !IsFiniteVector(bounds.upper)) {
+      return absl::InvalidArgumentError(
+          "declared feature bounds must be finite");
+    }
+    for (size_t j = 0; j < bounds.lower.size(); ++j) {
+      if (bounds.lower[j] > bounds.upper[j]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "declared bounds of feature ", j + 1, ": lower > upper"));
+      }
+    }
+  }
+  if (bounds.row_norm_bound.has_value() &&
+      !(std::isfinite(*bounds.row_norm_bound) && *bounds.row_norm_bound > 0)) {
+    return absl::InvalidArgumentError("row_norm_bound must be finite and > 0");
+  }
+  if (description.size() > kMaxDescriptionBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "description is longer than ", kMaxDescriptionBytes, " bytes"));
+  }
+  if (!feature_names.empty()) {
+    if (static_cast<int64_t>(feature_names.size()) != dimension) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("feature_names must have one name per feature (",
+                       dimension, "), got ", feature_names.size()));
+    }
+    for (const std::string& n : feature_names) {
+      if (n.size() > kMaxFeatureNameBytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "feature names are limited to ", kMaxFeatureNameBytes, " bytes"));
+      }
+      if (n.find('\0') != std::string::npos) {
+        return absl::InvalidArgumentError("feature names may not contain NUL");
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ParsedRows> ParseDatasetFile(const ImportOptions& options,
+                                            absl::string_view file_bytes) {
+  RETURN_IF_ERROR(options.Validate());
+  RETURN_IF_ERROR(CheckNoNul(file_bytes));
+  ParsedRows rows;
+  if (options.format == DatasetFormat::kLibsvm) {
+    ASSIGN_OR_RETURN(rows, ParseLibsvm(options, file_bytes));
+  } else {
+    ASSIGN_OR_RETURN(rows, ParseCsv(options, file_bytes));
+    if (!rows.header_names.empty()) {
+      for (const std::string& n : rows.header_names) {
+        if (n.size() > ImportOptions::kMaxFeatureNameBytes) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("CSV header: feature names are limited to ",
+                           ImportOptions::kMaxFeatureNameBytes, " bytes"));
+        }
+      }
+    }
+  }
+  if (rows.rows == 0) {
+    return absl::InvalidArgumentError("file has no data rows");
+  }
+  if (rows.rows > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError("file has too many rows");
+  }
+  return rows;
+}
+
+}  // namespace dpopt::storage

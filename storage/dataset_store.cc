@@ -1,0 +1,377 @@
+#include "storage/dataset_store.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+#include "storage/blob_codec.h"
+#include "storage/database.h"
+#include "storage/sqlite.h"
+
+namespace dpopt::storage {
+namespace {
+
+using internal::AsBytes;
+using internal::PackVector;
+using internal::UnpackVector;
+
+constexpr char kSelectColumns[] =
+    "SELECT id, name, num_rows, dimension, nonzeros, is_public, sparse, "
+    "format, label_kind, num_classes, relation, epsilon_budget, "
+    "delta_budget, budget_filter, lower_bounds, upper_bounds, "
+    "row_norm_bound, description, created_at FROM datasets ";
+
+absl::Status Corrupt(absl::string_view name, absl::string_view what) {
+  return absl::DataLossError(
+      absl::StrCat("dataset \"", name, "\" is corrupt: ", what));
+}
+
+absl::StatusOr<DatasetRecord> ReadRecord(Connection& conn, Statement& st) {
+  DatasetRecord r;
+  r.id = st.ColumnInt64(0);
+  r.name = st.ColumnText(1);
+  r.rows = st.ColumnInt64(2);
+  r.dimension = st.ColumnInt64(3);
+  r.nonzeros = st.ColumnInt64(4);
+  r.is_public = st.ColumnInt64(5) != 0;
+  r.sparse = st.ColumnInt64(6) != 0;
+  auto format = ParseDatasetFormat(st.ColumnText(7));
+  if (!format.ok()) return Corrupt(r.name, "unknown format");
+  r.format = *format;
+  const int64_t kind = st.ColumnInt64(8);
+  if (kind < 0 || kind > static_cast<int64_t>(LabelKind::kReal)) {
+    return Corrupt(r.name, "unknown label kind");
+  }
+  r.label_kind = static_cast<LabelKind>(kind);
+  r.num_classes = static_cast<int>(st.ColumnInt64(9));
+  r.relation = st.ColumnText(10);
+  r.epsilon_budget = st.ColumnDouble(11);
+  r.delta_budget = st.ColumnDouble(12);
+  r.budget_filter = st.ColumnText(13);
+  if (!st.ColumnIsNull(14)) {
+    if (!UnpackVector(st.ColumnBlobView(14), &r.bounds.lower) ||
+        !UnpackVector(st.ColumnBlobView(15), &r.bounds.upper) ||
+        static_cast<int64_t>(r.bounds.lower.size()) != r.dimension ||
+        r.bounds.upper.size() != r.bounds.lower.size()) {
+      return Corrupt(r.name, "declared bounds");
+    }
+  }
+  if (!st.ColumnIsNull(16)) r.bounds.row_norm_bound = st.ColumnDouble(16);
+  r.description = st.ColumnText(17);
+  r.created_at_micros = st.ColumnInt64(18);
+
+  ASSIGN_OR_RETURN(Statement names,
+                   conn.Prepare("SELECT idx, name FROM dataset_features WHERE "
+                                "dataset_id = ? ORDER BY idx"));
+  RETURN_IF_ERROR(names.BindInt64(1, r.id));
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, names.Step());
+    if (!row) break;
+    if (names.ColumnInt64(0) != static_cast<int64_t>(r.feature_names.size())) {
+      return Corrupt(r.name, "feature names");
+    }
+    r.feature_names.push_back(names.ColumnText(1));
+  }
+  if (!r.feature_names.empty() &&
+      static_cast<int64_t>(r.feature_names.size()) != r.dimension) {
+    return Corrupt(r.name, "feature names");
+  }
+  return r;
+}
+
+absl::Status InsertBlocks(Connection& conn, int64_t dataset_id,
+                          const ParsedRows& rows, int block_rows) {
+  ASSIGN_OR_RETURN(
+      Statement insert,
+      conn.Prepare("INSERT INTO dataset_blocks(dataset_id, block, first_row, "
+                   "num_rows, nonzeros, labels, row_offsets, col_indices, "
+                   "vals) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  std::vector<int64_t> offsets;
+  int64_t block = 0;
+  for (int64_t first = 0; first < rows.rows; first += block_rows, ++block) {
+    const int64_t n = std::min<int64_t>(block_rows, rows.rows - first);
+    RETURN_IF_ERROR(insert.Reset());
+    RETURN_IF_ERROR(insert.BindInt64(1, dataset_id));
+    RETURN_IF_ERROR(insert.BindInt64(2, block));
+    RETURN_IF_ERROR(insert.BindInt64(3, first));
+    RETURN_IF_ERROR(insert.BindInt64(4, n));
+    RETURN_IF_ERROR(insert.BindBlob(6, AsBytes(rows.labels.data() + first, n)));
+    if (rows.sparse) {
+      const int64_t begin = rows.row_offsets[first];
+      const int64_t end = rows.row_offsets[first + n];
+      offsets.resize(n + 1);
+      for (int64_t i = 0; i <= n; ++i) {
+        offsets[i] = rows.row_offsets[first + i] - begin;
+      }
+      RETURN_IF_ERROR(insert.BindInt64(5, end - begin));
+      RETURN_IF_ERROR(insert.BindBlob(7, PackVector(offsets)));
+      RETURN_IF_ERROR(insert.BindBlob(
+          8, AsBytes(rows.indices.data() + begin, end - begin)));
+      RETURN_IF_ERROR(
+          insert.BindBlob(9, AsBytes(rows.values.data() + begin, end - begin)));
+    } else {
+      const int64_t d = rows.dimension;
+      RETURN_IF_ERROR(insert.BindInt64(5, n * d));
+      RETURN_IF_ERROR(insert.BindNull(7));
+      RETURN_IF_ERROR(insert.BindNull(8));
+      RETURN_IF_ERROR(
+          insert.BindBlob(9, AsBytes(rows.values.data() + first * d, n * d)));
+    }
+    RETURN_IF_ERROR(insert.Run());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<DatasetRecord> DatasetStore::GetLocked(Connection& conn,
+                                                      absl::string_view name) {
+  ASSIGN_OR_RETURN(Statement st, conn.Prepare(absl::StrCat(kSelectColumns,
+                                                           "WHERE name = ?")));
+  RETURN_IF_ERROR(st.BindText(1, name));
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) {
+    return absl::NotFoundError(
+        absl::StrCat("dataset \"", name, "\" not found"));
+  }
+  return ReadRecord(conn, st);
+}
+
+absl::StatusOr<DatasetRecord> DatasetStore::GetByIdLocked(Connection& conn,
+                                                          int64_t id) {
+  ASSIGN_OR_RETURN(Statement st,
+                   conn.Prepare(absl::StrCat(kSelectColumns, "WHERE id = ?")));
+  RETURN_IF_ERROR(st.BindInt64(1, id));
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) {
+    return absl::NotFoundError(absl::StrCat("dataset id ", id, " not found"));
+  }
+  return ReadRecord(conn, st);
+}
+
+absl::StatusOr<DatasetRecord> DatasetStore::Import(
+    const ImportOptions& options, absl::string_view file_bytes) {
+  // Parse and validate outside the lock; nothing is written unless the whole
+  // file is valid.
+  ASSIGN_OR_RETURN(ParsedRows rows, ParseDatasetFile(options, file_bytes));
+  std::vector<std::string> feature_names = options.feature_names;
+  if (feature_names.empty()) feature_names = rows.header_names;
+  const int block_rows = db_.options().block_rows;
+
+  return db_.WithConnection([&](Connection& conn)
+                                -> absl::StatusOr<DatasetRecord> {
+    Transaction txn(conn);
+    RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
+    {
+      ASSIGN_OR_RETURN(Statement exists,
+                       conn.Prepare("SELECT 1 FROM datasets WHERE name = ?"));
+      RETURN_IF_ERROR(exists.BindText(1, options.name));
+      ASSIGN_OR_RETURN(bool taken, exists.Step());
+      if (taken) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            "a dataset named \"", options.name, "\" already exists"));
+      }
+    }
+    ASSIGN_OR_RETURN(
+        Statement insert,
+        conn.Prepare(
+            "INSERT INTO datasets(name, num_rows, dimension, nonzeros, "
+            "is_public, sparse, format, label_kind, num_classes, "
+            "relation, epsilon_budget, delta_budget, budget_filter, "
+            "lower_bounds, upper_bounds, row_norm_bound, description, "
+            "created_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+            "?, ?, ?, ?, ?)"));
+    RETURN_IF_ERROR(insert.BindText(1, options.name));
+    RETURN_IF_ERROR(insert.BindInt64(2, rows.rows));
+    RETURN_IF_ERROR(insert.BindInt64(3, rows.dimension));
+    RETURN_IF_ERROR(insert.BindInt64(4, rows.nonzeros()));
+    RETURN_IF_ERROR(insert.BindInt64(5, options.is_public ? 1 : 0));
+    RETURN_IF_ERROR(insert.BindInt64(6, rows.sparse ? 1 : 0));
+    RETURN_IF_ERROR(insert.BindText(7, DatasetFormatName(options.format)));
+    RETURN_IF_ERROR(
+        insert.BindInt64(8, static_cast<int64_t>(options.label_kind)));
+    RETURN_IF_ERROR(insert.BindInt64(
+        9, options.label_kind == LabelKind::kReal ? 0 : options.num_classes));
+    RETURN_IF_ERROR(insert.BindText(10, options.relation));
+    RETURN_IF_ERROR(insert.BindDouble(11, options.epsilon_budget));
+    RETURN_IF_ERROR(insert.BindDouble(12, options.delta_budget));
+    RETURN_IF_ERROR(insert.BindText(13, options.budget_filter));
+    if (options.bounds.has_feature_bounds()) {
+      RETURN_IF_ERROR(insert.BindBlob(14, PackVector(options.bounds.lower)));
+      RETURN_IF_ERROR(insert.BindBlob(15, PackVector(options.bounds.upper)));
+    } else {
+      RETURN_IF_ERROR(insert.BindNull(14));
+      RETURN_IF_ERROR(insert.BindNull(15));
+    }
+    if (options.bounds.row_norm_bound.has_value()) {
+      RETURN_IF_ERROR(insert.BindDouble(16, *options.bounds.row_norm_bound));
+    } else {
+      RETURN_IF_ERROR(insert.BindNull(16));
+    }
+    RETURN_IF_ERROR(insert.BindText(17, options.description));
+    RETURN_IF_ERROR(insert.BindInt64(18, internal::NowMicros()));
+    RETURN_IF_ERROR(insert.Run());
+    const int64_t id = conn.LastInsertRowId();
+
+    if (!feature_names.empty()) {
+      ASSIGN_OR_RETURN(Statement fn,
+                       conn.Prepare("INSERT INTO dataset_features("
+                                    "dataset_id, idx, name) VALUES(?, ?, "
+                                    "?)"));
+      for (size_t j = 0; j < feature_names.size(); ++j) {
+        RETURN_IF_ERROR(fn.Reset());
+        RETURN_IF_ERROR(fn.BindInt64(1, id));
+        RETURN_IF_ERROR(fn.BindInt64(2, static_cast<int64_t>(j)));
+        RETURN_IF_ERROR(fn.BindText(3, feature_names[j]));
+        RETURN_IF_ERROR(fn.Run());
+      }
+    }
+    RETURN_IF_ERROR(InsertBlocks(conn, id, rows, block_rows));
+    ASSIGN_OR_RETURN(DatasetRecord record, GetByIdLocked(conn, id));
+    RETURN_IF_ERROR(txn.Commit());
+    return record;
+  });
+}
+
+absl::StatusOr<DatasetRecord> DatasetStore::Get(absl::string_view name) {
+  return db_.WithConnection(
+      [&](Connection& conn) { return GetLocked(conn, name); });
+}
+
+absl::StatusOr<std::vector<DatasetRecord>> DatasetStore::List() {
+  return db_.WithConnection(
+      [&](Connection& conn) -> absl::StatusOr<std::vector<DatasetRecord>> {
+        Transaction txn(conn);
+        RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kDeferred));
+        ASSIGN_OR_RETURN(Statement st, conn.Prepare(absl::StrCat(
+                                           kSelectColumns, "ORDER BY name")));
+        std::vector<DatasetRecord> out;
+        for (;;) {
+          ASSIGN_OR_RETURN(bool row, st.Step());
+          if (!row) break;
+          ASSIGN_OR_RETURN(DatasetRecord r, ReadRecord(conn, st));
+          out.push_back(std::move(r));
+        }
+        RETURN_IF_ERROR(txn.Commit());
+        return out;
+      });
+}
+
+absl::StatusOr<Dataset> DatasetStore::Load(absl::string_view name) {
+  return db_.WithConnection([&](Connection& conn) -> absl::StatusOr<Dataset> {
+    Transaction txn(conn);
+    RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kDeferred));
+    ASSIGN_OR_RETURN(DatasetRecord rec, GetLocked(conn, name));
+    const int64_t n = rec.rows;
+    const int64_t d = rec.dimension;
+    if (n <= 0 || d <= 0 || rec.nonzeros < 0 ||
+        (!rec.sparse && rec.nonzeros != n * d)) {
+      return Corrupt(rec.name, "row counts");
+    }
+    Eigen::VectorXd labels(n);
+    SparseRows sparse;
+    Eigen::MatrixXd dense;
+    if (rec.sparse) {
+      sparse.resize(n, d);
+      sparse.resizeNonZeros(rec.nonzeros);
+      sparse.outerIndexPtr()[0] = 0;
+    } else {
+      dense.resize(n, d);
+    }
+
+    ASSIGN_OR_RETURN(
+        Statement st,
+        conn.Prepare("SELECT block, first_row, num_rows, nonzeros, labels, "
+                     "row_offsets, col_indices, vals FROM dataset_blocks "
+                     "WHERE dataset_id = ? ORDER BY block"));
+    RETURN_IF_ERROR(st.BindInt64(1, rec.id));
+    int64_t next_row = 0;
+    int64_t next_nz = 0;
+    int64_t expected_block = 0;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool has_row, st.Step());
+      if (!has_row) break;
+      const int64_t block = st.ColumnInt64(0);
+      const int64_t first = st.ColumnInt64(1);
+      const int64_t rows = st.ColumnInt64(2);
+      const int64_t nnz = st.ColumnInt64(3);
+      if (block != expected_block++ || first != next_row || rows <= 0 ||
+          first + rows > n || nnz < 0 || next_nz + nnz > rec.nonzeros) {
+        return Corrupt(rec.name, "block layout");
+      }
+      const absl::string_view label_bytes = st.ColumnBlobView(4);
+      const absl::string_view vals = st.ColumnBlobView(7);
+      if (label_bytes.size() != static_cast<size_t>(rows) * sizeof(double) ||
+          vals.size() != static_cast<size_t>(nnz) * sizeof(double)) {
+        return Corrupt(rec.name, "block sizes");
+      }
+      std::memcpy(labels.data() + first, label_bytes.data(),
+                  label_bytes.size());
+      if (rec.sparse) {
+        const absl::string_view offsets_bytes = st.ColumnBlobView(5);
+        const absl::string_view index_bytes = st.ColumnBlobView(6);
+        if (offsets_bytes.size() !=
+                static_cast<size_t>(rows + 1) * sizeof(int64_t) ||
+            index_bytes.size() != static_cast<size_t>(nnz) * sizeof(int32_t)) {
+          return Corrupt(rec.name, "block sizes");
+        }
+        std::vector<int64_t> offsets(rows + 1);
+        std::memcpy(offsets.data(), offsets_bytes.data(), offsets_bytes.size());
+        if (offsets[0] != 0 || offsets[rows] != nnz) {
+          return Corrupt(rec.name, "row offsets");
+        }
+        int64_t* outer = sparse.outerIndexPtr();
+        for (int64_t i = 0; i < rows; ++i) {
+          if (offsets[i + 1] < offsets[i]) {
+            return Corrupt(rec.name, "row offsets");
+          }
+          outer[first + i + 1] = next_nz + offsets[i + 1];
+        }
+        std::vector<int32_t> idx_copy(nnz);
+        std::memcpy(idx_copy.data(), index_bytes.data(), index_bytes.size());
+        int64_t* inner = sparse.innerIndexPtr() + next_nz;
+        for (int64_t i = 0; i < rows; ++i) {
+          int64_t prev = -1;
+          for (int64_t k = offsets[i]; k < offsets[i + 1]; ++k) {
+            const int64_t j = idx_copy[k];
+            if (j <= prev || j >= d) return Corrupt(rec.name, "indices");
+            inner[k] = j;
+            prev = j;
+          }
+        }
+        std::memcpy(sparse.valuePtr() + next_nz, vals.data(), vals.size());
+      } else {
+        if (nnz != rows * d) return Corrupt(rec.name, "block sizes");
+        const double* v = reinterpret_cast<const double*>(vals.data());
+        std::vector<double> buf;
+        if (reinterpret_cast<uintptr_t>(v) % alignof(double) != 0) {
+          UnpackVector(vals, &buf);
+          v = buf.data();
+        }
+        // Blocks are row-major; Eigen::MatrixXd is column-major.
+        dense.middleRows(first, rows) =
+            Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic,
+                                           Eigen::Dynamic, Eigen::RowMajor>>(
+                v, rows, d);
+      }
+      next_row += rows;
+      next_nz += nnz;
+    }
+    if (next_row != n || next_nz != rec.nonzeros) {
+      return Corrupt(rec.name, "missing blocks");
+    }
+    RETURN_IF_ERROR(txn.Commit());
+    Dataset data = rec.sparse
+                       ? Dataset::Sparse(std::move(sparse), std::move(labels),
+                                         rec.label_kind, rec.num_classes)
+                       : Dataset::Dense(std::move(dense), std::move(labels),
+                                        rec.label_kind, rec.num_classes);
+    absl::Status valid = data.Validate();
+    if (!valid.ok()) return Corrupt(rec.name, valid.message());
+    return data;
+  });
+}
+
+}  // namespace dpopt::storage

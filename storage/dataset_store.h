@@ -1,0 +1,89 @@
+// Datasets in SQLite: public metadata in `datasets`, rows in `dataset_blocks`
+// (BLOBs of up to Database::Options::block_rows rows each; sparse rows as CSR,
+// dense rows as row-major doubles; little-endian, native layout).
+//
+// Obtain the store from Database::datasets(). Thread-safe.
+#ifndef DPOPT_STORAGE_DATASET_STORE_H_
+#define DPOPT_STORAGE_DATASET_STORE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/data/dataset.h"
+#include "storage/dataset_import.h"
+
+namespace dpopt::storage {
+
+class Connection;
+class Database;
+
+// Public metadata of a stored dataset. Holds no row values, so it may be
+// shown to any principal allowed to see the dataset.
+struct DatasetRecord {
+  int64_t id = 0;
+  std::string name;
+  int64_t rows = 0;
+  int64_t dimension = 0;
+  int64_t nonzeros = 0;  // stored entries (rows * dimension when dense)
+  bool is_public = false;
+  bool sparse = false;
+  DatasetFormat format = DatasetFormat::kLibsvm;
+  LabelKind label_kind = LabelKind::kBinary;
+  int num_classes = 2;        // 0 for kReal
+  std::string relation;       // kRelationAddRemove or kRelationReplaceOne
+  double epsilon_budget = 0;  // 0 for public datasets
+  double delta_budget = 0;
+  std::string budget_filter;  // kFilterRdp or kFilterBasic
+  DeclaredBounds bounds;
+  std::vector<std::string> feature_names;  // empty or `dimension` names
+  std::string description;
+  int64_t created_at_micros = 0;  // unix time
+};
+
+class DatasetStore {
+ public:
+  DatasetStore(const DatasetStore&) = delete;
+  DatasetStore& operator=(const DatasetStore&) = delete;
+
+  // Parses and validates `file_bytes` per `options` (see ParseDatasetFile),
+  // then stores metadata and rows in one transaction: on any error nothing
+  // is written.
+  // Errors: INVALID_ARGUMENT for bad options or file contents (message names
+  // the line, never row values); ALREADY_EXISTS if the name is taken;
+  // UNAVAILABLE if the database is busy.
+  absl::StatusOr<DatasetRecord> Import(const ImportOptions& options,
+                                       absl::string_view file_bytes);
+
+  // NOT_FOUND if no dataset has this name.
+  absl::StatusOr<DatasetRecord> Get(absl::string_view name);
+
+  // All datasets, ordered by name.
+  absl::StatusOr<std::vector<DatasetRecord>> List();
+
+  // Loads the rows into memory: Eigen CSR for sparse datasets, a dense
+  // matrix otherwise. Labels are as stored (binary in {-1, +1}).
+  // Errors: NOT_FOUND; DATA_LOSS if the stored blocks are inconsistent.
+  absl::StatusOr<Dataset> Load(absl::string_view name);
+
+ private:
+  friend class Database;
+  friend class Ledger;
+  friend class JobStore;
+  explicit DatasetStore(Database& db) : db_(db) {}
+
+  // The record named `name`, read on `conn` (caller holds the lock).
+  static absl::StatusOr<DatasetRecord> GetLocked(Connection& conn,
+                                                 absl::string_view name);
+  static absl::StatusOr<DatasetRecord> GetByIdLocked(Connection& conn,
+                                                     int64_t id);
+
+  Database& db_;
+};
+
+}  // namespace dpopt::storage
+
+#endif  // DPOPT_STORAGE_DATASET_STORE_H_

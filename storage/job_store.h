@@ -1,0 +1,145 @@
+// Jobs and their traces. Spec, calibration, cost, result, evaluation and
+// trace payloads are opaque bytes to storage (serialized protos, owned by the
+// layers above).
+//
+// State machine (anything else is FAILED_PRECONDITION):
+//   QUEUED  -> RUNNING | CANCELLED | FAILED
+//   RUNNING -> SUCCEEDED | FAILED | CANCELLED
+// SUCCEEDED, FAILED and CANCELLED are terminal.
+//
+// Obtain the store from Database::jobs(). Thread-safe.
+#ifndef DPOPT_STORAGE_JOB_STORE_H_
+#define DPOPT_STORAGE_JOB_STORE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace dpopt::storage {
+
+class Connection;
+class Database;
+struct DatasetRecord;
+
+enum class JobState {
+  kQueued = 0,
+  kRunning = 1,
+  kSucceeded = 2,
+  kFailed = 3,
+  kCancelled = 4,
+};
+
+// "QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED".
+absl::string_view JobStateName(JobState state);
+bool IsTerminal(JobState state);
+bool IsLegalTransition(JobState from, JobState to);
+
+struct JobRecord {
+  // [A-Za-z0-9._-]{1,64}. Leave empty on creation to get a random id.
+  std::string id;
+  std::string dataset;    // dataset name
+  std::string principal;  // who submitted the job
+  JobState state = JobState::kQueued;
+  std::string message;      // human-readable status (e.g. why it failed)
+  std::string spec;         // opaque
+  std::string calibration;  // opaque
+  std::string cost;         // opaque
+  int64_t steps_done = 0;
+  int64_t steps_total = 0;
+  std::string result;              // opaque; set by SetResult
+  std::string evaluation;          // opaque; set by SetResult
+  int64_t created_at_micros = 0;   // set by storage
+  int64_t started_at_micros = 0;   // set on -> RUNNING; 0 before
+  int64_t finished_at_micros = 0;  // set on -> terminal; 0 before
+};
+
+struct TraceEntry {
+  int64_t step = 0;
+  std::string data;  // opaque
+};
+
+struct JobFilter {
+  std::string dataset;            // empty: any dataset
+  std::string principal;          // empty: any principal
+  std::optional<JobState> state;  // unset: any state
+};
+
+// True iff `id` matches [A-Za-z0-9._-]{1,64}.
+bool IsValidJobId(absl::string_view id);
+
+class JobStore {
+ public:
+  JobStore(const JobStore&) = delete;
+  JobStore& operator=(const JobStore&) = delete;
+
+  // Creates a job on a PUBLIC dataset (no charge needed). Jobs on private
+  // datasets can only be created by Ledger::ChargeAndCreateJob, together
+  // with their charge. Returns the stored record (id filled in if it was
+  // empty, created_at set).
+  // REQUIRES: job.state == kQueued, steps_done == 0, steps_total >= 0.
+  // Errors: INVALID_ARGUMENT (bad id or fields); NOT_FOUND (dataset);
+  // FAILED_PRECONDITION (private dataset); ALREADY_EXISTS (id taken).
+  absl::StatusOr<JobRecord> Create(const JobRecord& job);
+
+  // NOT_FOUND if there is no such job.
+  absl::StatusOr<JobRecord> Get(absl::string_view id);
+
+  // Jobs matching `filter`, oldest first.
+  absl::StatusOr<std::vector<JobRecord>> List(const JobFilter& filter = {});
+
+  // Moves the job to `to`, recording `message`; sets started_at on RUNNING
+  // and finished_at on terminal states.
+  // Errors: NOT_FOUND; FAILED_PRECONDITION for an illegal transition
+  // (including any transition out of a terminal state).
+  absl::Status UpdateState(absl::string_view id, JobState to,
+                           absl::string_view message = "");
+
+  // Records progress of a RUNNING job.
+  // Errors: NOT_FOUND; FAILED_PRECONDITION if the job is not RUNNING;
+  // INVALID_ARGUMENT if steps_done < 0.
+  absl::Status UpdateProgress(absl::string_view id, int64_t steps_done);
+
+  // Atomically stores the result and evaluation and moves RUNNING ->
+  // SUCCEEDED. Errors: NOT_FOUND; FAILED_PRECONDITION if not RUNNING.
+  absl::Status SetResult(absl::string_view id, absl::string_view result,
+                         absl::string_view evaluation);
+
+  // Appends one trace record. Errors: NOT_FOUND; ALREADY_EXISTS if `step`
+  // was already recorded for the job; INVALID_ARGUMENT if step < 0.
+  absl::Status AppendTrace(absl::string_view id, int64_t step,
+                           absl::string_view data);
+
+  // Trace records with step > after_step, in step order. NOT_FOUND if there
+  // is no such job.
+  absl::StatusOr<std::vector<TraceEntry>> ListTrace(absl::string_view id,
+                                                    int64_t after_step = -1);
+
+  // Restart recovery: every QUEUED or RUNNING job becomes FAILED with
+  // `message` (its charge, if any, stays in the ledger). Returns how many
+  // jobs were failed. Call once at server start, before accepting work.
+  absl::StatusOr<int> FailInterruptedJobs(absl::string_view message);
+
+ private:
+  friend class Database;
+  friend class Ledger;
+  explicit JobStore(Database& db) : db_(db) {}
+
+  // Inserts `job` for `dataset` on `conn` (caller holds the lock and, for
+  // charged jobs, the write transaction). Fills id and created_at.
+  static absl::Status InsertLocked(Connection& conn,
+                                   const DatasetRecord& dataset,
+                                   JobRecord& job);
+  static absl::StatusOr<JobRecord> GetLocked(Connection& conn,
+                                             absl::string_view id);
+
+  Database& db_;
+};
+
+}  // namespace dpopt::storage
+
+#endif  // DPOPT_STORAGE_JOB_STORE_H_

@@ -1,0 +1,154 @@
+#include "storage/ledger.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+#include "storage/blob_codec.h"
+#include "storage/database.h"
+#include "storage/sqlite.h"
+
+namespace dpopt::storage {
+
+absl::Status ChargeRequest::Validate() const {
+  if (dataset.empty()) {
+    return absl::InvalidArgumentError("charge: dataset is empty");
+  }
+  if (event_json.empty()) {
+    return absl::InvalidArgumentError("charge: event_json is empty");
+  }
+  if (accountant.empty()) {
+    return absl::InvalidArgumentError("charge: accountant is empty");
+  }
+  if (cost_blob.empty()) {
+    return absl::InvalidArgumentError("charge: cost_blob is empty");
+  }
+  if (!(std::isfinite(epsilon) && epsilon >= 0)) {
+    return absl::InvalidArgumentError(
+        "charge: epsilon must be finite and >= 0");
+  }
+  if (!(delta >= 0 && delta <= 1)) {
+    return absl::InvalidArgumentError("charge: delta must be in [0, 1]");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<LedgerEntry>> Ledger::ListLocked(
+    Connection& conn, const DatasetRecord& dataset) {
+  ASSIGN_OR_RETURN(
+      Statement st,
+      conn.Prepare("SELECT seq, job_id, event_json, accountant, cost_blob, "
+                   "epsilon, delta, principal, note, created_at FROM ledger "
+                   "WHERE dataset_id = ? ORDER BY seq"));
+  RETURN_IF_ERROR(st.BindInt64(1, dataset.id));
+  std::vector<LedgerEntry> out;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    LedgerEntry e;
+    e.seq = st.ColumnInt64(0);
+    e.dataset = dataset.name;
+    e.job_id = st.ColumnText(1);
+    e.event_json = st.ColumnText(2);
+    e.accountant = st.ColumnText(3);
+    e.cost_blob = st.ColumnText(4);
+    e.epsilon = st.ColumnDouble(5);
+    e.delta = st.ColumnDouble(6);
+    e.principal = st.ColumnText(7);
+    e.note = st.ColumnText(8);
+    e.created_at_micros = st.ColumnInt64(9);
+    if (e.cost_blob.empty() || !std::isfinite(e.epsilon) || e.epsilon < 0 ||
+        !(e.delta >= 0 && e.delta <= 1)) {
+      return absl::DataLossError(absl::StrCat("ledger of dataset \"",
+                                              dataset.name,
+                                              "\" is corrupt at seq ", e.seq));
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+absl::StatusOr<LedgerEntry> Ledger::ChargeAndCreateJob(
+    const ChargeRequest& charge, const JobRecord& job, const AdmitFn& admit) {
+  RETURN_IF_ERROR(charge.Validate());
+  if (job.dataset != charge.dataset) {
+    return absl::InvalidArgumentError("charge and job name different datasets");
+  }
+  if (!admit) return absl::InvalidArgumentError("admit function is empty");
+  return db_.WithConnection(
+      [&](Connection& conn) -> absl::StatusOr<LedgerEntry> {
+        // The write lock is taken before reading the existing charges, so no
+        // other connection can append between admission and charge.
+        Transaction txn(conn);
+        RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
+        ASSIGN_OR_RETURN(DatasetRecord dataset,
+                         DatasetStore::GetLocked(conn, charge.dataset));
+        if (dataset.is_public) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("dataset \"", dataset.name,
+                           "\" is public: it has no privacy budget to charge"));
+        }
+        ASSIGN_OR_RETURN(std::vector<LedgerEntry> existing,
+                         ListLocked(conn, dataset));
+        RETURN_IF_ERROR(admit(dataset, existing));
+
+        JobRecord stored = job;
+        RETURN_IF_ERROR(JobStore::InsertLocked(conn, dataset, stored));
+
+        LedgerEntry entry;
+        entry.dataset = dataset.name;
+        entry.job_id = stored.id;
+        entry.event_json = charge.event_json;
+        entry.accountant = charge.accountant;
+        entry.cost_blob = charge.cost_blob;
+        entry.epsilon = charge.epsilon;
+        entry.delta = charge.delta;
+        entry.principal = charge.principal;
+        entry.note = charge.note;
+        entry.created_at_micros = internal::NowMicros();
+        ASSIGN_OR_RETURN(
+            Statement st,
+            conn.Prepare("INSERT INTO ledger(dataset_id, job_id, event_json, "
+                         "accountant, cost_blob, epsilon, delta, principal, "
+                         "note, created_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                         "?)"));
+        RETURN_IF_ERROR(st.BindInt64(1, dataset.id));
+        RETURN_IF_ERROR(st.BindText(2, entry.job_id));
+        RETURN_IF_ERROR(st.BindText(3, entry.event_json));
+        RETURN_IF_ERROR(st.BindText(4, entry.accountant));
+        RETURN_IF_ERROR(st.BindText(5, entry.cost_blob));
+        RETURN_IF_ERROR(st.BindDouble(6, entry.epsilon));
+        RETURN_IF_ERROR(st.BindDouble(7, entry.delta));
+        RETURN_IF_ERROR(st.BindText(8, entry.principal));
+        RETURN_IF_ERROR(st.BindText(9, entry.note));
+        RETURN_IF_ERROR(st.BindInt64(10, entry.created_at_micros));
+        RETURN_IF_ERROR(st.Run());
+        entry.seq = conn.LastInsertRowId();
+        // synchronous=FULL: durable once COMMIT returns.
+        RETURN_IF_ERROR(txn.Commit());
+        return entry;
+      });
+}
+
+absl::StatusOr<std::vector<LedgerEntry>> Ledger::List(
+    absl::string_view dataset) {
+  ASSIGN_OR_RETURN(LedgerSnapshot snapshot, Snapshot(dataset));
+  return std::move(snapshot.entries);
+}
+
+absl::StatusOr<LedgerSnapshot> Ledger::Snapshot(absl::string_view dataset) {
+  return db_.WithConnection(
+      [&](Connection& conn) -> absl::StatusOr<LedgerSnapshot> {
+        Transaction txn(conn);
+        RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kDeferred));
+        LedgerSnapshot snapshot;
+        ASSIGN_OR_RETURN(snapshot.dataset,
+                         DatasetStore::GetLocked(conn, dataset));
+        ASSIGN_OR_RETURN(snapshot.entries, ListLocked(conn, snapshot.dataset));
+        RETURN_IF_ERROR(txn.Commit());
+        return snapshot;
+      });
+}
+
+}  // namespace dpopt::storage

@@ -1,0 +1,110 @@
+// The privacy ledger: an append-only list of charges per dataset.
+//
+// There is no API to change or remove a charge, and SQLite triggers refuse
+// UPDATE and DELETE on ledger rows (FAILED_PRECONDITION), so a charge stays
+// charged whatever happens to its job. Cost blobs are opaque to storage: the
+// privacy filter (core/privacy) produces and interprets them.
+//
+// Obtain the ledger from Database::ledger(). Thread-safe.
+#ifndef DPOPT_STORAGE_LEDGER_H_
+#define DPOPT_STORAGE_LEDGER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "storage/dataset_store.h"
+#include "storage/job_store.h"
+
+namespace dpopt::storage {
+
+class Connection;
+class Database;
+
+struct ChargeRequest {
+  std::string dataset;     // dataset name
+  std::string event_json;  // the DP event charged (non-empty)
+  std::string accountant;  // which accountant priced it (non-empty)
+  std::string cost_blob;   // opaque, from the privacy filter (non-empty)
+  double epsilon = 0;      // display values; finite, >= 0
+  double delta = 0;        // in [0, 1]
+  std::string principal;
+  std::string note;
+
+  // INVALID_ARGUMENT naming the offending field.
+  absl::Status Validate() const;
+};
+
+struct LedgerEntry {
+  int64_t seq = 0;  // global, increasing in charge order
+  std::string dataset;
+  std::string job_id;
+  std::string event_json;
+  std::string accountant;
+  std::string cost_blob;
+  double epsilon = 0;
+  double delta = 0;
+  std::string principal;
+  std::string note;
+  int64_t created_at_micros = 0;
+};
+
+// Decides whether the new charge may be appended, given the dataset and all
+// of its existing charges (in seq order). Return OK to admit; any other
+// status (RESOURCE_EXHAUSTED for "over budget", ...) refuses the charge and
+// is returned to the caller unchanged.
+// REQUIRES: must not call back into the Database (it runs under its lock).
+using AdmitFn = std::function<absl::Status(
+    const DatasetRecord& dataset, const std::vector<LedgerEntry>& existing)>;
+
+struct LedgerSnapshot {
+  DatasetRecord dataset;
+  std::vector<LedgerEntry> entries;  // seq order
+};
+
+class Ledger {
+ public:
+  Ledger(const Ledger&) = delete;
+  Ledger& operator=(const Ledger&) = delete;
+
+  // Admission and charge in ONE `BEGIN IMMEDIATE` transaction: loads the
+  // dataset and all its charges, calls `admit`, and if it returns OK inserts
+  // `job` (state QUEUED) and appends the charge referencing it, then commits
+  // with synchronous=FULL, so the charge is durable before this returns.
+  // Concurrent calls, from this or other Database handles on the same file,
+  // are serialized, so an admit rule over `existing` cannot be overspent.
+  // Returns the appended entry (its job_id is the created job's id,
+  // generated if job.id was empty).
+  // Errors: INVALID_ARGUMENT (bad charge or job; charge.dataset !=
+  // job.dataset); NOT_FOUND (dataset); FAILED_PRECONDITION (public dataset:
+  // it has no budget); ALREADY_EXISTS (job id taken); UNAVAILABLE (database
+  // busy); DATA_LOSS (a stored charge is corrupt); `admit`'s own status.
+  // On any error nothing is written.
+  absl::StatusOr<LedgerEntry> ChargeAndCreateJob(const ChargeRequest& charge,
+                                                 const JobRecord& job,
+                                                 const AdmitFn& admit);
+
+  // All charges of `dataset` in seq order. NOT_FOUND for an unknown dataset.
+  absl::StatusOr<std::vector<LedgerEntry>> List(absl::string_view dataset);
+
+  // The dataset record and its charges, read in one transaction (a
+  // consistent view for budget displays and estimates).
+  absl::StatusOr<LedgerSnapshot> Snapshot(absl::string_view dataset);
+
+ private:
+  friend class Database;
+  explicit Ledger(Database& db) : db_(db) {}
+
+  static absl::StatusOr<std::vector<LedgerEntry>> ListLocked(
+      Connection& conn, const DatasetRecord& dataset);
+
+  Database& db_;
+};
+
+}  // namespace dpopt::storage
+
+#endif  // DPOPT_STORAGE_LEDGER_H_

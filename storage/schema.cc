@@ -1,0 +1,180 @@
+#include "storage/schema.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+
+namespace dpopt::storage {
+namespace {
+
+constexpr char kMetaDdl[] =
+    "CREATE TABLE IF NOT EXISTS meta ("
+    "  key TEXT PRIMARY KEY NOT NULL,"
+    "  value TEXT NOT NULL)";
+
+// Version 1: datasets (+ row blocks, feature names), jobs (+ trace), and the
+// append-only privacy ledger.
+constexpr char kV1[] = R"sql(
+CREATE TABLE datasets (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  name TEXT NOT NULL UNIQUE,
+  num_rows INTEGER NOT NULL CHECK (num_rows > 0),
+  dimension INTEGER NOT NULL CHECK (dimension > 0),
+  nonzeros INTEGER NOT NULL CHECK (nonzeros >= 0),
+  is_public INTEGER NOT NULL CHECK (is_public IN (0, 1)),
+  sparse INTEGER NOT NULL CHECK (sparse IN (0, 1)),
+  format TEXT NOT NULL,
+  label_kind INTEGER NOT NULL,
+  num_classes INTEGER NOT NULL,
+  relation TEXT NOT NULL,
+  epsilon_budget REAL NOT NULL,
+  delta_budget REAL NOT NULL,
+  budget_filter TEXT NOT NULL,
+  lower_bounds BLOB,
+  upper_bounds BLOB,
+  row_norm_bound REAL,
+  description TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+);
+
+CREATE TABLE dataset_features (
+  dataset_id INTEGER NOT NULL REFERENCES datasets(id),
+  idx INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  PRIMARY KEY (dataset_id, idx)
+);
+
+CREATE TABLE dataset_blocks (
+  dataset_id INTEGER NOT NULL REFERENCES datasets(id),
+  block INTEGER NOT NULL,
+  first_row INTEGER NOT NULL,
+  num_rows INTEGER NOT NULL,
+  nonzeros INTEGER NOT NULL,
+  labels BLOB NOT NULL,
+  row_offsets BLOB,
+  col_indices BLOB,
+  vals BLOB NOT NULL,
+  UNIQUE (dataset_id, block)
+);
+
+CREATE TABLE jobs (
+  id TEXT PRIMARY KEY NOT NULL,
+  dataset_id INTEGER NOT NULL REFERENCES datasets(id),
+  principal TEXT NOT NULL,
+  state INTEGER NOT NULL,
+  message TEXT NOT NULL,
+  spec BLOB NOT NULL,
+  calibration BLOB NOT NULL,
+  cost BLOB NOT NULL,
+  steps_done INTEGER NOT NULL,
+  steps_total INTEGER NOT NULL,
+  result BLOB NOT NULL,
+  evaluation BLOB NOT NULL,
+  created_at INTEGER NOT NULL,
+  started_at INTEGER NOT NULL,
+  finished_at INTEGER NOT NULL
+);
+CREATE INDEX jobs_by_dataset ON jobs(dataset_id, created_at);
+CREATE INDEX jobs_by_state ON jobs(state);
+
+CREATE TABLE job_trace (
+  job_id TEXT NOT NULL REFERENCES jobs(id),
+  step INTEGER NOT NULL,
+  data BLOB NOT NULL,
+  PRIMARY KEY (job_id, step)
+);
+
+CREATE TABLE ledger (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  dataset_id INTEGER NOT NULL REFERENCES datasets(id),
+  job_id TEXT NOT NULL REFERENCES jobs(id),
+  event_json TEXT NOT NULL,
+  accountant TEXT NOT NULL,
+  cost_blob TEXT NOT NULL,
+  epsilon REAL NOT NULL,
+  delta REAL NOT NULL,
+  principal TEXT NOT NULL,
+  note TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX ledger_by_dataset ON ledger(dataset_id, seq);
+
+CREATE TRIGGER ledger_no_update BEFORE UPDATE ON ledger
+BEGIN
+  SELECT RAISE(ABORT, 'ledger is append-only: UPDATE refused');
+END;
+CREATE TRIGGER ledger_no_delete BEFORE DELETE ON ledger
+BEGIN
+  SELECT RAISE(ABORT, 'ledger is append-only: DELETE refused');
+END;
+)sql";
+
+}  // namespace
+
+const std::vector<Migration>& SchemaMigrations() {
+  static const auto* const kMigrations = new std::vector<Migration>{
+      {1, kV1},
+  };
+  return *kMigrations;
+}
+
+int LatestSchemaVersion() { return SchemaMigrations().back().version; }
+
+absl::StatusOr<int> ReadSchemaVersion(Connection& conn) {
+  ASSIGN_OR_RETURN(
+      Statement exists,
+      conn.Prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                   "name = 'meta'"));
+  ASSIGN_OR_RETURN(bool has_meta, exists.Step());
+  if (!has_meta) return 0;
+  ASSIGN_OR_RETURN(
+      Statement read,
+      conn.Prepare("SELECT value FROM meta WHERE key = 'schema_version'"));
+  ASSIGN_OR_RETURN(bool has_row, read.Step());
+  if (!has_row) return 0;
+  int version = 0;
+  if (!absl::SimpleAtoi(read.ColumnText(0), &version) || version < 0) {
+    return absl::DataLossError("meta.schema_version is not a valid version");
+  }
+  return version;
+}
+
+absl::Status ApplyMigrations(Connection& conn,
+                             const std::vector<Migration>& migrations) {
+  for (size_t i = 0; i < migrations.size(); ++i) {
+    if (migrations[i].version != static_cast<int>(i) + 1) {
+      return absl::InvalidArgumentError(
+          "migrations must be numbered 1, 2, ... in order");
+    }
+  }
+  const int latest = static_cast<int>(migrations.size());
+  for (;;) {
+    // Re-read the version inside the write lock: another process may be
+    // migrating the same file concurrently.
+    Transaction txn(conn);
+    RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
+    RETURN_IF_ERROR(conn.Execute(kMetaDdl));
+    ASSIGN_OR_RETURN(int version, ReadSchemaVersion(conn));
+    if (version > latest) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "database schema version ", version,
+          " is newer than this build supports (", latest, "); upgrade dpopt"));
+    }
+    if (version == latest) return txn.Commit();
+    const Migration& m = migrations[version];
+    absl::Status s = conn.Execute(m.sql);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("migration to version ",
+                                                 m.version, ": ", s.message()));
+    }
+    ASSIGN_OR_RETURN(
+        Statement set,
+        conn.Prepare("INSERT INTO meta(key, value) VALUES('schema_version', ?) "
+                     "ON CONFLICT(key) DO UPDATE SET value = excluded.value"));
+    RETURN_IF_ERROR(set.BindText(1, absl::StrCat(m.version)));
+    RETURN_IF_ERROR(set.Run());
+    RETURN_IF_ERROR(txn.Commit());
+  }
+}
+
+}  // namespace dpopt::storage

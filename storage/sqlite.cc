@@ -1,0 +1,322 @@
+#include "storage/sqlite.h"
+
+#include <sqlite3.h>
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+
+namespace dpopt::storage {
+namespace {
+
+std::string Message(absl::string_view context, int code,
+                    absl::string_view sqlite_message) {
+  std::string msg(context);
+  if (!msg.empty()) msg += ": ";
+  if (!sqlite_message.empty()) {
+    absl::StrAppend(&msg, sqlite_message);
+  } else {
+    absl::StrAppend(&msg, sqlite3_errstr(code));
+  }
+  return msg;
+}
+
+}  // namespace
+
+absl::Status SqliteStatus(int code, absl::string_view context,
+                          absl::string_view sqlite_message) {
+  if (code == SQLITE_OK || code == SQLITE_ROW || code == SQLITE_DONE) {
+    return absl::OkStatus();
+  }
+  const std::string msg = Message(context, code, sqlite_message);
+  switch (code & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return absl::UnavailableError(msg);
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return absl::DataLossError(msg);
+    case SQLITE_CONSTRAINT:
+      if (code == SQLITE_CONSTRAINT_UNIQUE ||
+          code == SQLITE_CONSTRAINT_PRIMARYKEY) {
+        return absl::AlreadyExistsError(msg);
+      }
+      return absl::FailedPreconditionError(msg);
+    case SQLITE_FULL:
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
+      return absl::UnavailableError(msg);
+    case SQLITE_READONLY:
+      return absl::FailedPreconditionError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+absl::Status ConnectionOptions::Validate() const {
+  if (busy_timeout_ms < 0) {
+    return absl::InvalidArgumentError("busy_timeout_ms must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Connection
+
+absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
+    const std::string& path, const ConnectionOptions& options) {
+  RETURN_IF_ERROR(options.Validate());
+  if (path.empty()) {
+    return absl::InvalidArgumentError("database path is empty");
+  }
+  if (path.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError("database path contains a NUL byte");
+  }
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX;
+  if (options.create_if_missing) flags |= SQLITE_OPEN_CREATE;
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string errmsg = db != nullptr ? sqlite3_errmsg(db) : "";
+    sqlite3_close_v2(db);
+    if (rc == SQLITE_CANTOPEN && !options.create_if_missing) {
+      return absl::NotFoundError(
+          absl::StrCat("database file does not exist: ", path));
+    }
+    return SqliteStatus(rc, absl::StrCat("opening ", path), errmsg);
+  }
+  sqlite3_extended_result_codes(db, 1);
+  std::unique_ptr<Connection> conn(new Connection(db, path));
+  sqlite3_busy_timeout(db, options.busy_timeout_ms);
+  // The first statement that reads the file detects a non-database file
+  // (SQLITE_NOTADB -> DATA_LOSS). WAL survives across opens; the others are
+  // per-connection settings.
+  RETURN_IF_ERROR(conn->Execute("PRAGMA journal_mode=WAL"));
+  RETURN_IF_ERROR(
+      conn->Execute("PRAGMA foreign_keys=ON; PRAGMA synchronous=FULL;"));
+  // Verify that WAL really took effect (it does not on e.g. :memory:, which
+  // tests do not use for that reason).
+  ASSIGN_OR_RETURN(Statement check, conn->Prepare("PRAGMA journal_mode"));
+  ASSIGN_OR_RETURN(bool has_row, check.Step());
+  if (!has_row || absl::AsciiStrToLower(check.ColumnText(0)) != "wal") {
+    return absl::FailedPreconditionError(
+        absl::StrCat("could not enable WAL journaling on ", path));
+  }
+  return conn;
+}
+
+Connection::~Connection() { sqlite3_close_v2(db_); }
+
+absl::Status Connection::Execute(absl::string_view sql) {
+  const std::string owned(sql);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db_, owned.c_str(), nullptr, nullptr, &err);
+  std::string msg = err != nullptr ? err : "";
+  sqlite3_free(err);
+  if (rc != SQLITE_OK) {
+    return SqliteStatus(sqlite3_extended_errcode(db_), "execute", msg);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Statement> Connection::Prepare(absl::string_view sql) {
+  sqlite3_stmt* stmt = nullptr;
+  const char* tail = nullptr;
+  const int rc = sqlite3_prepare_v2(db_, sql.data(),
+                                    static_cast<int>(sql.size()), &stmt, &tail);
+  if (rc != SQLITE_OK) {
+    sqlite3_finalize(stmt);
+    return SqliteStatus(rc, "prepare", sqlite3_errmsg(db_));
+  }
+  Statement result(db_, stmt);
+  if (stmt == nullptr) {
+    return absl::InvalidArgumentError("prepare: no SQL statement");
+  }
+  if (tail != nullptr) {
+    absl::string_view rest(tail, sql.data() + sql.size() - tail);
+    if (!absl::StripAsciiWhitespace(rest).empty() &&
+        absl::StripAsciiWhitespace(rest) != ";") {
+      return absl::InvalidArgumentError("prepare: more than one SQL statement");
+    }
+  }
+  return result;
+}
+
+int64_t Connection::LastInsertRowId() const {
+  return sqlite3_last_insert_rowid(db_);
+}
+
+int64_t Connection::Changes() const { return sqlite3_changes64(db_); }
+
+bool Connection::InTransaction() const {
+  return sqlite3_get_autocommit(db_) == 0;
+}
+
+// ---------------------------------------------------------------------------
+// Statement
+
+Statement::Statement(Statement&& other) noexcept
+    : db_(other.db_), stmt_(other.stmt_) {
+  other.stmt_ = nullptr;
+}
+
+Statement& Statement::operator=(Statement&& other) noexcept {
+  if (this != &other) {
+    sqlite3_finalize(stmt_);
+    db_ = other.db_;
+    stmt_ = other.stmt_;
+    other.stmt_ = nullptr;
+  }
+  return *this;
+}
+
+Statement::~Statement() { sqlite3_finalize(stmt_); }
+
+absl::Status Statement::BindResult(int code, int index) {
+  if (code == SQLITE_OK) return absl::OkStatus();
+  if (code == SQLITE_RANGE) {
+    return absl::InternalError(
+        absl::StrCat("bind: parameter index ", index, " out of range"));
+  }
+  return SqliteStatus(code, "bind", sqlite3_errmsg(db_));
+}
+
+absl::Status Statement::BindInt64(int index, int64_t value) {
+  return BindResult(sqlite3_bind_int64(stmt_, index, value), index);
+}
+
+absl::Status Statement::BindDouble(int index, double value) {
+  return BindResult(sqlite3_bind_double(stmt_, index, value), index);
+}
+
+absl::Status Statement::BindText(int index, absl::string_view value) {
+  return BindResult(
+      sqlite3_bind_text64(stmt_, index, value.data(), value.size(),
+                          SQLITE_TRANSIENT, SQLITE_UTF8),
+      index);
+}
+
+absl::Status Statement::BindBlob(int index, absl::string_view bytes) {
+  return BindBlob(index, bytes.data(), bytes.size());
+}
+
+absl::Status Statement::BindBlob(int index, const void* data, size_t size) {
+  // A zero-length blob is stored as an empty BLOB, not NULL.
+  static const char kEmpty = 0;
+  return BindResult(
+      sqlite3_bind_blob64(stmt_, index, size == 0 ? &kEmpty : data, size,
+                          SQLITE_TRANSIENT),
+      index);
+}
+
+absl::Status Statement::BindNull(int index) {
+  return BindResult(sqlite3_bind_null(stmt_, index), index);
+}
+
+absl::StatusOr<bool> Statement::Step() {
+  const int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return SqliteStatus(rc, "step", sqlite3_errmsg(db_));
+}
+
+absl::Status Statement::Run() {
+  ASSIGN_OR_RETURN(bool row, Step());
+  while (row) {
+    ASSIGN_OR_RETURN(row, Step());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Statement::Reset() {
+  const int rc = sqlite3_reset(stmt_);
+  // sqlite3_reset repeats the error of the last failed step; the statement is
+  // nevertheless reset.
+  if (rc != SQLITE_OK) return SqliteStatus(rc, "reset", sqlite3_errmsg(db_));
+  return absl::OkStatus();
+}
+
+absl::Status Statement::ClearBindings() {
+  return SqliteStatus(sqlite3_clear_bindings(stmt_), "clear bindings");
+}
+
+bool Statement::ColumnIsNull(int col) const {
+  return sqlite3_column_type(stmt_, col) == SQLITE_NULL;
+}
+
+int64_t Statement::ColumnInt64(int col) const {
+  return sqlite3_column_int64(stmt_, col);
+}
+
+double Statement::ColumnDouble(int col) const {
+  return sqlite3_column_double(stmt_, col);
+}
+
+std::string Statement::ColumnText(int col) const {
+  const unsigned char* text = sqlite3_column_text(stmt_, col);
+  const int size = sqlite3_column_bytes(stmt_, col);
+  if (text == nullptr) return std::string();
+  return std::string(reinterpret_cast<const char*>(text), size);
+}
+
+std::string Statement::ColumnBlob(int col) const {
+  return std::string(ColumnBlobView(col));
+}
+
+absl::string_view Statement::ColumnBlobView(int col) const {
+  const void* data = sqlite3_column_blob(stmt_, col);
+  const int size = sqlite3_column_bytes(stmt_, col);
+  if (data == nullptr) return absl::string_view();
+  return absl::string_view(static_cast<const char*>(data), size);
+}
+
+// ---------------------------------------------------------------------------
+// Transaction
+
+Transaction::~Transaction() {
+  if (active_) (void)Rollback();
+}
+
+absl::Status Transaction::Begin(Mode mode) {
+  if (active_ || finished_) {
+    return absl::FailedPreconditionError("transaction already begun");
+  }
+  if (conn_.InTransaction()) {
+    return absl::FailedPreconditionError(
+        "connection is already in a transaction (no nesting)");
+  }
+  RETURN_IF_ERROR(
+      conn_.Execute(mode == Mode::kImmediate ? "BEGIN IMMEDIATE" : "BEGIN"));
+  active_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status Transaction::Commit() {
+  if (!active_) {
+    return absl::FailedPreconditionError("transaction is not active");
+  }
+  absl::Status s = conn_.Execute("COMMIT");
+  if (!s.ok()) {
+    // COMMIT can fail with BUSY and leave the transaction open; roll back so
+    // the connection is usable and nothing is half-applied.
+    (void)Rollback();
+    return s;
+  }
+  active_ = false;
+  finished_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status Transaction::Rollback() {
+  if (!active_) return absl::OkStatus();
+  active_ = false;
+  finished_ = true;
+  // After some errors SQLite has already rolled back automatically.
+  if (!conn_.InTransaction()) return absl::OkStatus();
+  return conn_.Execute("ROLLBACK");
+}
+
+}  // namespace dpopt::storage

@@ -1,0 +1,186 @@
+// Thin, scoped wrappers over the SQLite C API. This header (and storage/ as a
+// whole) is the only place in dpopt that knows about SQL; no sqlite3 type is
+// exposed here, so callers never see or own a raw handle.
+//
+//   Connection  one sqlite3 connection, opened with WAL, foreign keys,
+//               busy_timeout and synchronous=FULL (durable commits).
+//   Statement   a prepared statement that finalizes itself; typed Bind*/
+//               Column* accessors.
+//   Transaction rolls back in its destructor unless Commit() succeeded;
+//               kImmediate takes the write lock at BEGIN (check-and-charge).
+//
+// Error mapping (design.md §4), applied to every SQLite result code:
+//   SQLITE_BUSY / SQLITE_LOCKED         -> UNAVAILABLE (retry later)
+//   SQLITE_CORRUPT / SQLITE_NOTADB      -> DATA_LOSS
+//   SQLITE_CONSTRAINT_UNIQUE / _PRIMARYKEY -> ALREADY_EXISTS
+//   other SQLITE_CONSTRAINT (incl. trigger RAISE, foreign key, CHECK)
+//                                       -> FAILED_PRECONDITION
+//   SQLITE_FULL / SQLITE_IOERR / SQLITE_CANTOPEN -> UNAVAILABLE
+//   SQLITE_READONLY                     -> FAILED_PRECONDITION
+//   anything else                       -> INTERNAL
+// Messages carry SQLite's own text (which names tables/columns, never bound
+// values).
+//
+// Thread safety: a Connection and its Statements must be used by one thread
+// at a time; callers serialize access (storage::Database holds a mutex).
+#ifndef DPOPT_STORAGE_SQLITE_H_
+#define DPOPT_STORAGE_SQLITE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace dpopt::storage {
+
+// Maps a SQLite (extended) result code to an absl::Status (see above).
+// `context` is prefixed to the message. Returns OK for SQLITE_OK/ROW/DONE.
+absl::Status SqliteStatus(int code, absl::string_view context,
+                          absl::string_view sqlite_message = "");
+
+struct ConnectionOptions {
+  // How long a statement waits for another connection's lock before it
+  // fails with UNAVAILABLE.
+  int busy_timeout_ms = 5000;
+  // Create the file if it does not exist; otherwise Open fails with
+  // NOT_FOUND for a missing file.
+  bool create_if_missing = true;
+
+  absl::Status Validate() const;
+};
+
+class Statement;
+
+class Connection {
+ public:
+  // Opens (or creates) the database file at `path` and configures it:
+  // journal_mode=WAL, foreign_keys=ON, synchronous=FULL, busy_timeout.
+  // Errors: INVALID_ARGUMENT for bad options or empty path; NOT_FOUND if the
+  // file is missing and !create_if_missing; DATA_LOSS if the file is not a
+  // SQLite database; UNAVAILABLE if it cannot be opened.
+  static absl::StatusOr<std::unique_ptr<Connection>> Open(
+      const std::string& path, const ConnectionOptions& options);
+
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Runs one or more SQL statements that take no parameters and whose rows,
+  // if any, are discarded.
+  absl::Status Execute(absl::string_view sql);
+
+  // Compiles exactly one SQL statement. INVALID_ARGUMENT if `sql` holds more
+  // than one statement or none; the mapped SQLite error if it does not
+  // compile.
+  absl::StatusOr<Statement> Prepare(absl::string_view sql);
+
+  // Rowid of the most recent successful INSERT on this connection.
+  int64_t LastInsertRowId() const;
+  // Rows modified by the most recent INSERT/UPDATE/DELETE.
+  int64_t Changes() const;
+  // True while an explicit transaction is open.
+  bool InTransaction() const;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  Connection(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  sqlite3* db_;
+  std::string path_;
+};
+
+// A prepared statement; finalized by its destructor. Movable, not copyable.
+// Parameter indices are 1-based (SQLite's convention); column indices are
+// 0-based. Bound text/blobs are copied by SQLite, so arguments may be
+// temporaries.
+class Statement {
+ public:
+  Statement(Statement&& other) noexcept;
+  Statement& operator=(Statement&& other) noexcept;
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  ~Statement();
+
+  absl::Status BindInt64(int index, int64_t value);
+  absl::Status BindDouble(int index, double value);
+  absl::Status BindText(int index, absl::string_view value);
+  absl::Status BindBlob(int index, absl::string_view bytes);
+  absl::Status BindBlob(int index, const void* data, size_t size);
+  absl::Status BindNull(int index);
+
+  // Advances the statement. Returns true if a row is available, false when
+  // the statement has finished; an error status otherwise (after which the
+  // statement must be Reset before reuse).
+  absl::StatusOr<bool> Step();
+  // Steps a statement that returns no rows to completion.
+  absl::Status Run();
+  // Resets the statement so it can run again; bindings are kept.
+  absl::Status Reset();
+  // Clears all bindings to NULL.
+  absl::Status ClearBindings();
+
+  // Column accessors; valid after Step() returned true.
+  bool ColumnIsNull(int col) const;
+  int64_t ColumnInt64(int col) const;
+  double ColumnDouble(int col) const;
+  std::string ColumnText(int col) const;
+  std::string ColumnBlob(int col) const;
+  // Zero-copy view of a BLOB column; valid until the next Step/Reset or
+  // destruction of the statement.
+  absl::string_view ColumnBlobView(int col) const;
+
+ private:
+  friend class Connection;
+  Statement(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
+  absl::Status BindResult(int code, int index);
+
+  sqlite3* db_ = nullptr;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+// A scoped transaction. Usage:
+//   Transaction txn(conn);
+//   RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
+//   ... statements ...
+//   RETURN_IF_ERROR(txn.Commit());
+// If Commit() is not reached (early return on error), the destructor rolls
+// the transaction back. Transactions do not nest.
+class Transaction {
+ public:
+  enum class Mode {
+    kDeferred,   // BEGIN: locks are taken lazily (read-mostly work)
+    kImmediate,  // BEGIN IMMEDIATE: write lock now; waits up to busy_timeout
+                 // for other writers, then UNAVAILABLE
+  };
+
+  explicit Transaction(Connection& conn) : conn_(conn) {}
+  ~Transaction();
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+
+  // FAILED_PRECONDITION if already begun or the connection is already in a
+  // transaction.
+  absl::Status Begin(Mode mode);
+  // Commits; on failure the transaction is rolled back and the error is
+  // returned. FAILED_PRECONDITION if not begun or already finished.
+  absl::Status Commit();
+  // Explicit rollback (idempotent once finished).
+  absl::Status Rollback();
+
+  bool active() const { return active_; }
+
+ private:
+  Connection& conn_;
+  bool active_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace dpopt::storage
+
+#endif  // DPOPT_STORAGE_SQLITE_H_
