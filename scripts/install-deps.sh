@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs everything dpopt needs to build, test and demo, from Debian 12
+# packages only (no other registry is needed, except npm for the optional
+# Node interop client). Safe to run again.
+set -euo pipefail
+
+SUDO=""
+if [[ "$(id -u)" != "0" ]]; then SUDO="sudo"; fi
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  # libraries (see design.md §7)
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libeigen3-dev libsqlite3-dev libgtest-dev libgmock-dev
+  libbenchmark-dev libssl-dev nlohmann-json3-dev
+  # tests, interop clients and plots
+  python3 python3-grpcio python3-protobuf python3-numpy python3-matplotlib
+  sqlite3 procps
+)
+# Node.js for the Node interop client: Debian's, unless one is installed.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# End-to-end user flow with real processes: dpopt-server on its embedded
+# SQLite, the dpopt CLI, the vendored Adult data (issue 2's flow), plus a
+# SIGKILL of the server mid-job and a restart (the job comes back FAILED and
+# stays charged; the ledger is consistent).
+#
+# Usage: tests/e2e/cli/user_flow.sh [BUILD_DIR]   (default: build)
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
+build="$(cd "${1:-$repo/build}" && pwd)"
+server_bin="$build/server/dpopt-server"
+cli="$build/client/dpopt"
+data="$repo/data/adult"
+work="$(mktemp -d /tmp/dpopt-e2e-XXXXXX)"
+port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+addr="127.0.0.1:$port"
+server_pid=""
+
+cleanup() {
+  [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; [[ -f "$work/server.log" ]] && tail -20 "$work/server.log" >&2; exit 1; }
+step() { echo "== $*"; }
+dp() { "$cli" --server="$addr" "$@"; }
+json() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval('d'+sys.argv[1]))" "$1"; }
+
+start_server() {
+  "$server_bin" --db="$work/dpopt.db" --listen="$addr" >>"$work/server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 1 100); do
+    dp health >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  fail "server did not become healthy"
+}
+
+step "1. curator starts the server (database created and migrated)"
+start_server
+[[ -f "$work/dpopt.db" ]] || fail "database file not created"
+
+step "2. curator imports a private and a public dataset"
+dp dataset import adult "$data/a9a" --format=libsvm --dimension=123 \
+  --epsilon-budget=3 --delta-budget=1e-6
+dp dataset import adult-test "$data/a9a.t" --format=libsvm --dimension=123 --public
+
+step "3. analyst lists and inspects datasets (public metadata only)"
+dp dataset list
+dp dataset show adult
+rows="$(dp dataset show adult --json | json "['rows']")"
+[[ "$rows" == "32561" ]] || fail "adult rows: $rows"
+
+step "4. budget"
+dp budget show adult
+remaining="$(dp budget show adult --json | json "['epsilon_remaining']")"
+python3 -c "assert abs($remaining - 3) < 1e-9" || fail "fresh budget is $remaining"
+
+cat >"$work/spec.json" <<'JSON'
+{"dataset": "adult", "model": {"logistic_regression": {"l2": 0.0001}},
+ "privacy": {"epsilon": 1.0, "delta": 1e-6},
+ "algorithm": {"dp_sgd": {"sampling_rate": 0.01, "steps": 2000, "clip_norm": 1.0, "learning_rate": 0.5}},
+ "evaluate_on": "adult-test"}
+JSON
+
+step "5. estimate (nothing charged)"
+dp job estimate "$work/spec.json"
+est_eps="$(dp job estimate "$work/spec.json" --json | json "['cost']['epsilon']")"
+python3 -c "assert 0 < $est_eps <= 1.0 + 1e-9" || fail "estimated epsilon $est_eps"
+[[ "$(dp ledger adult --json | json "['budget'].get('charges', 0)")" == "0" ]] || fail "estimate charged"
+
+step "6. submit --wait, then the result"
+dp job submit "$work/spec.json" --wait | tee "$work/submit.out"
+job_id="$(dp job list --json | json "['jobs'][0]['id']")"
+dp job get "$job_id"
+acc="$(dp job get "$job_id" --json | json "['evaluation']['accuracy']")"
+echo "test accuracy on a9a.t: $acc"
+python3 -c "assert $acc >= 0.80" || fail "accuracy $acc < 0.80"
+dp job result "$job_id" --output "$work/model.json"
+python3 -c "import json; m=json.load(open('$work/model.json')); assert len(m['model']['weights']) == 123" ||
+  fail "model.json has no 123 weights"
+
+step "7. watch, list, cancel, ledger"
+dp job watch "$job_id" >/dev/null
+dp job list
+long_spec="$work/long.json"
+sed 's/"steps": 2000/"steps": 1000000/; s/"epsilon": 1.0/"epsilon": 0.3/' "$work/spec.json" >"$long_spec"
+long_id="$(dp job submit "$long_spec" --json | json "['id']")"
+dp job cancel "$long_id"
+for _ in $(seq 1 100); do
+  state="$(dp job get "$long_id" --json | json "['state']")"
+  [[ "$state" == "JOB_STATE_CANCELLED" ]] && break
+  sleep 0.1
+done
+[[ "$state" == "JOB_STATE_CANCELLED" ]] || fail "cancelled job is $state"
+dp ledger adult
+charges="$(dp ledger adult --json | json "['budget']['charges']")"
+[[ "$charges" == "2" ]] || fail "expected 2 charges, got $charges"
+
+step "8. a job beyond the remaining budget is refused, nothing charged"
+big="$work/big.json"
+sed 's/"epsilon": 1.0/"epsilon": 50/' "$work/spec.json" >"$big"
+if dp job submit "$big" 2>"$work/refused.err"; then fail "over-budget job admitted"; fi
+cat "$work/refused.err"
+grep -q RESOURCE_EXHAUSTED "$work/refused.err" || fail "no RESOURCE_EXHAUSTED"
+grep -qi "remain" "$work/refused.err" || fail "message does not say what remains"
+[[ "$(dp ledger adult --json | json "['budget']['charges']")" == "2" ]] || fail "refused job charged"
+
+step "9. malformed spec, unknown dataset, bad file: clear errors, nothing charged"
+echo '{"dataset": "adult", "model": ' >"$work/bad.json"
+if dp job submit "$work/bad.json" 2>"$work/bad.err"; then fail "malformed spec accepted"; fi
+grep -q "not a valid JobSpec" "$work/bad.err" || fail "malformed spec message"
+sed 's/"dataset": "adult"/"dataset": "nope"/' "$work/spec.json" >"$work/nope.json"
+if dp job submit "$work/nope.json" 2>"$work/nope.err"; then fail "unknown dataset accepted"; fi
+grep -q NOT_FOUND "$work/nope.err" || fail "unknown dataset is not NOT_FOUND"
+printf '+1 1:1 2:nan\n' >"$work/nan.libsvm"
+if dp dataset import bad "$work/nan.libsvm" --dimension=3 --epsilon-budget=1 --delta-budget=1e-6 2>"$work/nan.err"; then
+  fail "NaN file imported"
+fi
+grep -q INVALID_ARGUMENT "$work/nan.err" || fail "NaN import is not INVALID_ARGUMENT"
+[[ "$(dp ledger adult --json | json "['budget']['charges']")" == "2" ]] || fail "bad input charged"
+
+step "10. SIGKILL mid-job, restart: the job is FAILED and stays charged"
+before="$(dp budget show adult --json | json "['epsilon_remaining']")"
+kill_id="$(dp job submit "$long_spec" --json | json "['id']")"
+for _ in $(seq 1 100); do
+  state="$(dp job get "$kill_id" --json | json "['state']")"
+  [[ "$state" == "JOB_STATE_RUNNING" ]] && break
+  sleep 0.1
+done
+[[ "$state" == "JOB_STATE_RUNNING" ]] || fail "job never ran ($state)"
+after_charge="$(dp budget show adult --json | json "['epsilon_remaining']")"
+kill -9 "$server_pid"
+wait "$server_pid" 2>/dev/null || true
+server_pid=""
+start_server
+state="$(dp job get "$kill_id" --json | json "['state']")"
+[[ "$state" == "JOB_STATE_FAILED" ]] || fail "killed job is $state after restart"
+dp job get "$kill_id"
+charges="$(dp ledger adult --json | json "['budget']['charges']")"
+[[ "$charges" == "3" ]] || fail "expected 3 charges after the crash, got $charges"
+after_restart="$(dp budget show adult --json | json "['epsilon_remaining']")"
+python3 -c "assert $after_restart == $after_charge < $before" ||
+  fail "budget before=$before after-charge=$after_charge after-restart=$after_restart"
+
+echo "PASS: user flow (accuracy $acc)"

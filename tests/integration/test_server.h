@@ -1,0 +1,54 @@
+// An in-process dpopt server on a temporary database and a free port, with
+// stubs connected to it. For integration tests only.
+#ifndef DPOPT_TESTS_INTEGRATION_TEST_SERVER_H_
+#define DPOPT_TESTS_INTEGRATION_TEST_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "dpopt/v1/dpopt.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "server/server.h"
+
+namespace dpopt::testing {
+
+class TestServer {
+ public:
+  // Starts a server on a fresh database in a temporary directory.
+  explicit TestServer(int workers = 2, int queue_capacity = 64);
+  ~TestServer();
+
+  // Restarts the server on the same database (after Stop()).
+  void Start();
+  void Stop();
+
+  v1::DatasetService::Stub& datasets() { return *datasets_; }
+  v1::BudgetService::Stub& budget() { return *budget_; }
+  v1::JobService::Stub& jobs() { return *jobs_; }
+  const std::string& db_path() const { return db_path_; }
+
+  // Imports `bytes` (a file's content) with `header`; returns the status.
+  grpc::Status Import(const v1::ImportHeader& header, const std::string& bytes,
+                      v1::DatasetInfo* info = nullptr);
+  // Waits until the job ends; returns its final state.
+  v1::Job WaitForJob(const std::string& id, double timeout_s = 300);
+
+ private:
+  std::string dir_;
+  std::string db_path_;
+  int workers_;
+  int queue_capacity_;
+  std::unique_ptr<server::DpoptServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::DatasetService::Stub> datasets_;
+  std::unique_ptr<v1::BudgetService::Stub> budget_;
+  std::unique_ptr<v1::JobService::Stub> jobs_;
+};
+
+// Path of a vendored data file (data/adult/a9a, ...), from $DPOPT_SOURCE_DIR.
+std::string DataPath(const std::string& relative);
+std::string ReadFileOrDie(const std::string& path);
+
+}  // namespace dpopt::testing
+
+#endif  // DPOPT_TESTS_INTEGRATION_TEST_SERVER_H_
