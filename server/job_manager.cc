@@ -58,7 +58,7 @@ std::string NewJobId() {
       absl::StrFormat("%06x", r & 0xffffff));
 }
 
-v1::Calibration ToProto(const optim::Calibration& c) {
+v1::Calibration CalibrationToProto(const optim::Calibration& c) {
   v1::Calibration out;
   out.set_noise_multiplier(c.noise_multiplier);
   out.set_noise_stddev(c.noise_stddev);
@@ -195,7 +195,7 @@ absl::StatusOr<JobManager::Prepared> JobManager::Prepare(
 absl::StatusOr<v1::JobEstimate> JobManager::Estimate(const v1::JobSpec& spec) {
   ASSIGN_OR_RETURN(Prepared p, Prepare(spec));
   v1::JobEstimate est;
-  *est.mutable_calibration() = ToProto(p.calibration);
+  *est.mutable_calibration() = CalibrationToProto(p.calibration);
   *est.mutable_cost() = p.cost;
   if (!p.cost.charged()) {
     est.set_admissible(true);
@@ -239,7 +239,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec,
   record.principal = principal;
   record.state = JobState::kQueued;
   record.spec = p->spec.SerializeAsString();
-  record.calibration = ToProto(p->calibration).SerializeAsString();
+  record.calibration = CalibrationToProto(p->calibration).SerializeAsString();
   record.cost = p->cost.SerializeAsString();
   record.steps_total = p->calibration.steps;
 
@@ -271,10 +271,18 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec,
   }
   // Durable from here on. The worker loads private rows only after this.
   const std::string id = record.id;
-  runner_->Submit(std::move(ticket), id,
-                  [this, id, p](const jobs::CancellationToken& token) {
-                    Execute(id, p, token);
-                  });
+  absl::Status queued =
+      runner_->Submit(std::move(ticket), id,
+                      [this, id, p](const jobs::CancellationToken& token) {
+                        Execute(id, p, token);
+                      });
+  if (!queued.ok()) {
+    // Only during shutdown. The charge stands (it is durable); the job fails.
+    (void)db_->jobs().UpdateState(
+        id, JobState::kFailed,
+        "the server is shutting down; its privacy cost stays charged");
+    return queued;
+  }
   return Get(id);
 }
 
@@ -389,7 +397,7 @@ absl::Status JobManager::RunJob(const std::string& job_id, const Prepared& p,
   model->set_num_classes(result.model.num_classes);
   model->set_loss(ProtoLossName(result.model.loss));
   *out.mutable_cost() = p.cost;
-  *out.mutable_calibration() = ToProto(p.calibration);
+  *out.mutable_calibration() = CalibrationToProto(p.calibration);
   v1::Evaluation evaluation;
   if (eval != nullptr) {
     evaluation.set_dataset(p.eval_dataset.name);

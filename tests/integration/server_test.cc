@@ -159,9 +159,10 @@ class SmallDatasetTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(
-        s_.Import(PrivateLibsvm("small", 3, 1e-5, 5), SmallLibsvm(400, 5)).ok());
-    ASSERT_TRUE(s_.Import(PublicLibsvm("small-public", 5), SmallLibsvm(100, 5))
-                    .ok());
+        s_.Import(PrivateLibsvm("small", 3, 1e-5, 5), SmallLibsvm(400, 5))
+            .ok());
+    ASSERT_TRUE(
+        s_.Import(PublicLibsvm("small-public", 5), SmallLibsvm(100, 5)).ok());
   }
   v1::JobSpec Spec(double eps, int64_t steps = 20) {
     return ParseSpec(absl::StrFormat(R"json({
@@ -342,8 +343,8 @@ TEST(ServerConcurrencyTest, FiftyConcurrentSubmissionsNeverOverspend) {
 // successful submissions.
 TEST(ServerConcurrencyTest, ConcurrentSubmissionsUnderRdpFilter) {
   TestServer s(/*workers=*/2, /*queue_capacity=*/64);
-  ASSERT_TRUE(s.Import(PrivateLibsvm("rdp", 2, 1e-5, 5), SmallLibsvm(200, 5))
-                  .ok());
+  ASSERT_TRUE(
+      s.Import(PrivateLibsvm("rdp", 2, 1e-5, 5), SmallLibsvm(200, 5)).ok());
   const v1::JobSpec spec = ParseSpec(R"json({
       "dataset": "rdp", "model": {"logistic_regression": {}},
       "privacy": {"epsilon": 0.5, "delta": 1e-6},

@@ -55,9 +55,8 @@ void TestServer::Start() {
     return;
   }
   server_ = std::move(*s);
-  channel_ = grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(server_->port()),
-      grpc::InsecureChannelCredentials());
+  channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                 grpc::InsecureChannelCredentials());
   datasets_ = v1::DatasetService::NewStub(channel_);
   budget_ = v1::BudgetService::NewStub(channel_);
   jobs_ = v1::JobService::NewStub(channel_);
