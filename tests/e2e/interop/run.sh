@@ -123,9 +123,9 @@ import json, sys
 d = json.loads(sys.argv[1])
 entries = d.get("entries", d if isinstance(d, list) else [])
 sys.exit(0 if len(entries) >= int(sys.argv[2]) else 1)' "$ledger_json" "$passed"; then
-  echo "interop: ledger holds the charges of the passing clients"
+  echo "interop: the CLI's ledger shows at least the $passed charge(s) of the passing clients"
 else
-  failed=$((failed + 1)); echo "interop: FAILED: ledger has fewer charges than finished clients"
+  failed=$((failed + 1)); echo "interop: FAILED: the ledger has fewer than $passed charge(s)"
 fi
 
 # Graceful shutdown: SIGTERM must stop the server promptly.
