@@ -23,6 +23,7 @@
 #include "Eigen/Dense"
 #include "core/noise/discrete_samplers.h"
 #include "core/noise/random.h"
+#include "core/noise/subsampling.h"
 #include "core/noise/testing/seeded_random.h"
 #include "core/noise/vector_mechanisms.h"
 
@@ -106,17 +107,17 @@ void DpSgdShare(const std::string& path) {
   int64_t batch_total = 0;
   const double expected_batch = kQ * rows.size();  // public normalisation
   for (int step = 0; step < kSteps; ++step) {
-    // Poisson sampling of the batch (server-side, secure generator).
+    // Poisson sampling of the batch (server-side, secure generator, exact
+    // lazy-bit Bernoulli per row).
     auto t0 = Clock::now();
-    std::vector<int> batch;
-    for (int i = 0; i < static_cast<int>(rows.size()); ++i) {
-      if (rng.Bernoulli(kQ)) batch.push_back(i);
-    }
+    auto batch_or = PoissonSubsample(rows.size(), kQ, rng);
+    if (!batch_or.ok()) return;
+    const std::vector<int64_t>& batch = *batch_or;
     t_sample += Seconds(t0);
     // Per-example clipped logistic-loss gradients, summed.
     t0 = Clock::now();
     sum.setZero();
-    for (int i : batch) {
+    for (int64_t i : batch) {
       const Row& r = rows[i];
       double margin = 0;
       for (const auto& [j, x] : r.features) margin += w[j] * x;
