@@ -10,6 +10,7 @@
 #include "core/common/status_macros.h"
 #include "core/noise/vector_mechanisms.h"
 #include "core/optim/objective.h"
+#include "core/optim/poisson_sampler.h"
 #include "core/optim/private_oracle.h"
 #include "core/optim/release_budget.h"
 #include "core/optim/solve_loop.h"
@@ -173,8 +174,8 @@ class DpSgd final : public Algorithm {
 }  // namespace
 
 absl::Status DpSgdOptions::Validate() const {
-  if (!(sampling_rate > 0 && sampling_rate <= 1)) {
-    return absl::InvalidArgumentError("sampling_rate must be in (0, 1]");
+  if (!(sampling_rate >= PoissonSampler::kMinRate && sampling_rate <= 1)) {
+    return absl::InvalidArgumentError("sampling_rate must be in [1e-12, 1]");
   }
   if (steps < 1 || steps > kMaxSteps) {
     return absl::InvalidArgumentError(

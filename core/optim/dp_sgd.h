@@ -28,7 +28,7 @@
 namespace dpopt::optim {
 
 struct DpSgdOptions {
-  // q in (0, 1]; 1 => DP-GD (full batch).
+  // q in [1e-12, 1]; 1 => DP-GD (full batch).
   double sampling_rate = 1.0;
   // T in [1, 10^6].
   int64_t steps = 0;

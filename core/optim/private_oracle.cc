@@ -27,8 +27,8 @@ class SecureNoiseAdder final : public NoiseAdder {
 bool FinitePositive(double x) { return std::isfinite(x) && x > 0; }
 
 absl::Status CheckRate(double q) {
-  if (!(q > 0 && q <= 1)) {
-    return absl::InvalidArgumentError("sampling rate must be in (0, 1]");
+  if (!(q >= PoissonSampler::kMinRate && q <= 1)) {
+    return absl::InvalidArgumentError("sampling rate must be in [1e-12, 1]");
   }
   return absl::OkStatus();
 }
@@ -122,22 +122,11 @@ PrivateGradientOracle::PrivateGradientOracle(
       sum_(objective.parameter_size()) {}
 
 absl::Status PrivateGradientOracle::Sample(double q) {
-  const int64_t n = data_.rows();
-  batch_.clear();
-  if (q == 1.0) {
-    batch_.resize(n);
-    for (int64_t i = 0; i < n; ++i) batch_[i] = i;
-    return absl::OkStatus();
+  if (sampler_ == nullptr || sampler_rate_ != q) {
+    sampler_ = std::make_unique<PoissonSampler>(q, rng_);
+    sampler_rate_ = q;
   }
-  // Include row i iff U_i < floor(q * 2^64), U_i uniform on [0, 2^64):
-  // probability floor(q 2^64) / 2^64 (exactly q for q >= 2^-11; see header).
-  // q < 1 is a double <= 1 - 2^-53, so q * 2^64 < 2^64 is exact to convert.
-  const uint64_t threshold = static_cast<uint64_t>(std::ldexp(q, 64));
-  for (int64_t i = 0; i < n; ++i) {
-    if (rng_.NextUint64() < threshold) batch_.push_back(i);
-  }
-  // A failed source returns 0 (would select every row): fail closed.
-  return rng_.status();
+  return sampler_->Sample(data_.rows(), &batch_);
 }
 
 void PrivateGradientOracle::ClippedSum(

@@ -5,11 +5,9 @@
 // Gaussian gradient release (issue 2; design.md §5), for a query (q, C, z)
 // on the public row count n:
 //   1. Poisson sampling by the server: each row is included independently
-//      with probability q' = floor(q * 2^64) / 2^64 (one 64-bit draw from
-//      the RandomSource per row, compared with an integer threshold). q' == q
-//      whenever q * 2^64 is an integer (every double q >= 2^-11), and q' <= q
-//      always, so charging the event with q is conservative (the sampled
-//      Gaussian's RDP is increasing in q). q == 1 uses every row, no draws.
+//      with probability exactly q (PoissonSampler: lazy comparison of a
+//      uniform's binary digits with q's, ~3 random bits per row at q = 0.01).
+//      q == 1 uses every row, no draws.
 //   2. Per-example L2 clipping to C, enforced here whatever the client asked:
 //      g_i <- g_i * min(1, C / ||g_i||_2).
 //   3. S = sum of clipped g_i; under add/remove one row ||S - S'||_2 <= C.
@@ -44,6 +42,7 @@
 #include "core/noise/random.h"
 #include "core/noise/vector_mechanisms.h"
 #include "core/optim/objective.h"
+#include "core/optim/poisson_sampler.h"
 #include "core/optim/release_budget.h"
 #include "core/privacy/dp_event.h"
 
@@ -67,14 +66,14 @@ class NoiseAdder {
 const NoiseAdder& SecureNoise();
 
 struct GaussianGradientQuery {
-  double sampling_rate = 1;     // q in (0, 1]; 1 = every row
+  double sampling_rate = 1;     // q in [1e-12, 1]; 1 = every row
   double clip_norm = 0;         // per-example L2 bound C > 0
   double noise_multiplier = 0;  // z > 0
   absl::Status Validate() const;
 };
 
 struct LaplaceGradientQuery {
-  double sampling_rate = 1;     // q in (0, 1]
+  double sampling_rate = 1;     // q in [1e-12, 1]
   double clip_norm = 0;         // per-example L1 bound C > 0
   double scale_multiplier = 0;  // Laplace scale / effective L1 sensitivity
   absl::Status Validate() const;
@@ -139,6 +138,8 @@ class PrivateGradientOracle {
   Eigen::VectorXd row_l2_;  // ||x_i||_2, computed lazily
   Eigen::VectorXd row_l1_;  // ||x_i||_1, computed lazily
   std::vector<int64_t> batch_;
+  std::unique_ptr<PoissonSampler> sampler_;  // for the last rate used
+  double sampler_rate_ = 0;
   Eigen::VectorXd coef_;
   Eigen::VectorXd sum_;
 };

@@ -47,7 +47,8 @@ class SolveLoop final {
   // Runs `method` for up to options.max_steps steps. After every completed
   // step it calls callback->OnIteration (if callback != null) with the
   // privatized iterate; `false` stops the loop (cancelled = true) before the
-  // next step. Stops cleanly when the budget refuses a release
+  // next step (a stop request after the last planned step is not counted
+  // as a cancellation). Stops cleanly when the budget refuses a release
   // (budget_exhausted = true). Returns the last iterate as the model and
   // budget.Spent() as `spent`.
   // Errors: INVALID_ARGUMENT (options), or the first non-budget error of a
