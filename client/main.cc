@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -1045,7 +1046,22 @@ void PrintCommandHelp(const Command& c) {
 }
 
 int Main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
+  std::vector<std::string> args;
+  // Global flags may also come before the command: move them behind it.
+  std::vector<std::string> leading;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (args.empty() && absl::StartsWith(a, "--") && a != "--help" &&
+        a != "--version") {
+      leading.push_back(a);
+      const bool has_value = a.find('=') != std::string::npos;
+      if (!has_value && (a == "--server" || a == "--timeout") && i + 1 < argc) {
+        leading.push_back(argv[++i]);
+      }
+      continue;
+    }
+    args.push_back(a);
+  }
   const auto cmds = Commands();
   if (args.empty() || args[0] == "--help" || args[0] == "-h" ||
       args[0] == "help") {
@@ -1075,6 +1091,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   std::vector<std::string> rest(args.begin() + used, args.end());
+  rest.insert(rest.end(), leading.begin(), leading.end());
   auto parsed = ParseArgs(rest, WithGlobals(cmd->flags));
   if (!parsed.ok()) return UsageError(parsed.status());
   if (parsed->GetBool("help")) {
