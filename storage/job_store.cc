@@ -84,6 +84,30 @@ absl::Status WriteTransition(Connection& conn, const JobRecord& job,
   return st.Run();
 }
 
+absl::Status InsertTraceLocked(Connection& conn, absl::string_view job_id,
+                               const std::vector<TraceEntry>& trace) {
+  if (trace.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(Statement st,
+                   conn.Prepare("INSERT INTO job_trace(job_id, step, data) "
+                                "VALUES(?, ?, ?)"));
+  for (const TraceEntry& e : trace) {
+    if (e.step < 0) {
+      return absl::InvalidArgumentError("trace step must be >= 0");
+    }
+    RETURN_IF_ERROR(st.Reset());
+    RETURN_IF_ERROR(st.BindText(1, job_id));
+    RETURN_IF_ERROR(st.BindInt64(2, e.step));
+    RETURN_IF_ERROR(st.BindBlob(3, e.data));
+    absl::Status s = st.Run();
+    if (absl::IsAlreadyExists(s)) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "job \"", job_id, "\" already has a trace record for step ", e.step));
+    }
+    RETURN_IF_ERROR(s);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::string_view JobStateName(JobState state) {
@@ -254,12 +278,18 @@ absl::Status JobStore::UpdateState(absl::string_view id, JobState to,
 
 absl::Status JobStore::UpdateProgress(absl::string_view id,
                                       int64_t steps_done) {
+  return RecordProgress(id, steps_done, {});
+}
+
+absl::Status JobStore::RecordProgress(absl::string_view id, int64_t steps_done,
+                                      const std::vector<TraceEntry>& trace) {
   if (steps_done < 0) {
     return absl::InvalidArgumentError("steps_done must be >= 0");
   }
   return db_.WithConnection([&](Connection& conn) -> absl::Status {
     Transaction txn(conn);
-    RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
+    RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate,
+                              Transaction::Durability::kRelaxed));
     ASSIGN_OR_RETURN(JobRecord job, GetLocked(conn, id));
     if (job.state != JobState::kRunning) {
       return absl::FailedPreconditionError(
@@ -270,8 +300,9 @@ absl::Status JobStore::UpdateProgress(absl::string_view id,
         Statement st,
         conn.Prepare("UPDATE jobs SET steps_done = ? WHERE id = ?"));
     RETURN_IF_ERROR(st.BindInt64(1, steps_done));
-    RETURN_IF_ERROR(st.BindText(2, id));
+    RETURN_IF_ERROR(st.BindText(2, job.id));
     RETURN_IF_ERROR(st.Run());
+    RETURN_IF_ERROR(InsertTraceLocked(conn, job.id, trace));
     return txn.Commit();
   });
 }
@@ -302,23 +333,13 @@ absl::Status JobStore::SetResult(absl::string_view id, absl::string_view result,
 
 absl::Status JobStore::AppendTrace(absl::string_view id, int64_t step,
                                    absl::string_view data) {
-  if (step < 0) return absl::InvalidArgumentError("trace step must be >= 0");
   return db_.WithConnection([&](Connection& conn) -> absl::Status {
     Transaction txn(conn);
-    RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
+    RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate,
+                              Transaction::Durability::kRelaxed));
     ASSIGN_OR_RETURN(JobRecord job, GetLocked(conn, id));
-    ASSIGN_OR_RETURN(Statement st,
-                     conn.Prepare("INSERT INTO job_trace(job_id, step, data) "
-                                  "VALUES(?, ?, ?)"));
-    RETURN_IF_ERROR(st.BindText(1, job.id));
-    RETURN_IF_ERROR(st.BindInt64(2, step));
-    RETURN_IF_ERROR(st.BindBlob(3, data));
-    absl::Status s = st.Run();
-    if (absl::IsAlreadyExists(s)) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "job \"", job.id, "\" already has a trace record for step ", step));
-    }
-    RETURN_IF_ERROR(s);
+    RETURN_IF_ERROR(
+        InsertTraceLocked(conn, job.id, {TraceEntry{step, std::string(data)}}));
     return txn.Commit();
   });
 }

@@ -99,10 +99,21 @@ class JobStore {
   absl::Status UpdateState(absl::string_view id, JobState to,
                            absl::string_view message = "");
 
+  // Progress and trace writes use relaxed durability (see
+  // Transaction::Durability::kRelaxed): atomic and crash-safe, but not
+  // fsynced per call, so a runner can record every step cheaply. The last
+  // records may be lost on power failure; charges and state changes are
+  // always fully durable.
+
   // Records progress of a RUNNING job.
   // Errors: NOT_FOUND; FAILED_PRECONDITION if the job is not RUNNING;
   // INVALID_ARGUMENT if steps_done < 0.
   absl::Status UpdateProgress(absl::string_view id, int64_t steps_done);
+
+  // UpdateProgress plus AppendTrace of every entry in `trace`, in one
+  // transaction (all or nothing). Same errors as both.
+  absl::Status RecordProgress(absl::string_view id, int64_t steps_done,
+                              const std::vector<TraceEntry>& trace);
 
   // Atomically stores the result and evaluation and moves RUNNING ->
   // SUCCEEDED. Errors: NOT_FOUND; FAILED_PRECONDITION if not RUNNING.

@@ -280,7 +280,7 @@ Transaction::~Transaction() {
   if (active_) (void)Rollback();
 }
 
-absl::Status Transaction::Begin(Mode mode) {
+absl::Status Transaction::Begin(Mode mode, Durability durability) {
   if (active_ || finished_) {
     return absl::FailedPreconditionError("transaction already begun");
   }
@@ -288,10 +288,27 @@ absl::Status Transaction::Begin(Mode mode) {
     return absl::FailedPreconditionError(
         "connection is already in a transaction (no nesting)");
   }
-  RETURN_IF_ERROR(
-      conn_.Execute(mode == Mode::kImmediate ? "BEGIN IMMEDIATE" : "BEGIN"));
+  if (durability == Durability::kRelaxed) {
+    // synchronous cannot change inside a transaction; set it before BEGIN
+    // and restore FULL when the transaction ends.
+    RETURN_IF_ERROR(conn_.Execute("PRAGMA synchronous=NORMAL"));
+    relaxed_ = true;
+  }
+  absl::Status s =
+      conn_.Execute(mode == Mode::kImmediate ? "BEGIN IMMEDIATE" : "BEGIN");
+  if (!s.ok()) {
+    RestoreDurability();
+    return s;
+  }
   active_ = true;
   return absl::OkStatus();
+}
+
+void Transaction::RestoreDurability() {
+  if (!relaxed_) return;
+  relaxed_ = false;
+  // Only fails on misuse; FULL is the connection's documented default.
+  (void)conn_.Execute("PRAGMA synchronous=FULL");
 }
 
 absl::Status Transaction::Commit() {
@@ -307,6 +324,7 @@ absl::Status Transaction::Commit() {
   }
   active_ = false;
   finished_ = true;
+  RestoreDurability();
   return absl::OkStatus();
 }
 
@@ -314,9 +332,11 @@ absl::Status Transaction::Rollback() {
   if (!active_) return absl::OkStatus();
   active_ = false;
   finished_ = true;
+  absl::Status s;
   // After some errors SQLite has already rolled back automatically.
-  if (!conn_.InTransaction()) return absl::OkStatus();
-  return conn_.Execute("ROLLBACK");
+  if (conn_.InTransaction()) s = conn_.Execute("ROLLBACK");
+  RestoreDurability();
+  return s;
 }
 
 }  // namespace dpopt::storage

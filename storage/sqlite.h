@@ -159,6 +159,15 @@ class Transaction {
                  // for other writers, then UNAVAILABLE
   };
 
+  enum class Durability {
+    kFull,     // synchronous=FULL: durable (fsync) before Commit() returns
+    kRelaxed,  // synchronous=NORMAL for this transaction: atomic and
+               // survives a process crash, but the last commits may be lost
+               // on power failure (WAL is synced at the next FULL commit or
+               // checkpoint). For high-rate, non-critical writes (progress,
+               // trace); never for the ledger.
+  };
+
   explicit Transaction(Connection& conn) : conn_(conn) {}
   ~Transaction();
   Transaction(const Transaction&) = delete;
@@ -166,7 +175,7 @@ class Transaction {
 
   // FAILED_PRECONDITION if already begun or the connection is already in a
   // transaction.
-  absl::Status Begin(Mode mode);
+  absl::Status Begin(Mode mode, Durability durability = Durability::kFull);
   // Commits; on failure the transaction is rolled back and the error is
   // returned. FAILED_PRECONDITION if not begun or already finished.
   absl::Status Commit();
@@ -176,9 +185,12 @@ class Transaction {
   bool active() const { return active_; }
 
  private:
+  void RestoreDurability();
+
   Connection& conn_;
   bool active_ = false;
   bool finished_ = false;
+  bool relaxed_ = false;
 };
 
 }  // namespace dpopt::storage

@@ -183,17 +183,24 @@ TEST_F(JobStoreTest, ListFilters) {
   };
   ASSERT_OK_AND_ASSIGN(auto all, db_->jobs().List());
   EXPECT_THAT(ids(all), ElementsAre("j1", "j2", "j3"));
-  ASSERT_OK_AND_ASSIGN(auto pub, db_->jobs().List({.dataset = "pub"}));
+  auto by_dataset = [](const std::string& d) {
+    JobFilter f;
+    f.dataset = d;
+    return f;
+  };
+  ASSERT_OK_AND_ASSIGN(auto pub, db_->jobs().List(by_dataset("pub")));
   EXPECT_THAT(ids(pub), ElementsAre("j1", "j2"));
-  ASSERT_OK_AND_ASSIGN(auto priv, db_->jobs().List({.dataset = "priv"}));
+  ASSERT_OK_AND_ASSIGN(auto priv, db_->jobs().List(by_dataset("priv")));
   EXPECT_THAT(ids(priv), ElementsAre("j3"));
-  ASSERT_OK_AND_ASSIGN(auto carol, db_->jobs().List({.principal = "carol"}));
+  JobFilter carol_filter;
+  carol_filter.principal = "carol";
+  ASSERT_OK_AND_ASSIGN(auto carol, db_->jobs().List(carol_filter));
   EXPECT_THAT(ids(carol), ElementsAre("j2"));
   JobFilter queued;
   queued.state = JobState::kQueued;
   ASSERT_OK_AND_ASSIGN(auto q, db_->jobs().List(queued));
   EXPECT_THAT(ids(q), ElementsAre("j1", "j3"));
-  ASSERT_OK_AND_ASSIGN(auto none, db_->jobs().List({.dataset = "nope"}));
+  ASSERT_OK_AND_ASSIGN(auto none, db_->jobs().List(by_dataset("nope")));
   EXPECT_TRUE(none.empty());
 }
 
@@ -225,6 +232,28 @@ TEST_F(JobStoreTest, Trace) {
   EXPECT_EQ(tail[0].step, 5);
   EXPECT_THAT(db_->jobs().ListTrace("zzz"),
               StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(JobStoreTest, RecordProgressIsAllOrNothing) {
+  ASSERT_OK(db_->jobs().Create(NewJob("r")));
+  EXPECT_THAT(db_->jobs().RecordProgress("r", 1, {{0, "a"}}),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_OK(db_->jobs().UpdateState("r", JobState::kRunning));
+  ASSERT_OK(db_->jobs().RecordProgress("r", 2, {{0, "a"}, {1, "b"}}));
+  // Step 1 repeats: nothing of this call is applied.
+  EXPECT_THAT(db_->jobs().RecordProgress("r", 3, {{2, "c"}, {1, "dup"}}),
+              StatusIs(absl::StatusCode::kAlreadyExists));
+  ASSERT_OK_AND_ASSIGN(JobRecord j, db_->jobs().Get("r"));
+  EXPECT_EQ(j.steps_done, 2);
+  ASSERT_OK_AND_ASSIGN(auto trace, db_->jobs().ListTrace("r"));
+  ASSERT_EQ(trace.size(), 2u);
+  EXPECT_EQ(trace[1].data, "b");
+  ASSERT_OK(db_->jobs().RecordProgress("r", 3, {{2, "c"}}));
+  ASSERT_OK_AND_ASSIGN(trace, db_->jobs().ListTrace("r", 1));
+  ASSERT_EQ(trace.size(), 1u);
+  EXPECT_EQ(trace[0].data, "c");
+  // Relaxed durability is scoped to those transactions.
+  EXPECT_EQ(*DatabaseTestPeer::QueryInt(*db_, "PRAGMA synchronous"), 2);
 }
 
 TEST_F(JobStoreTest, FailInterruptedJobsAfterRestartKeepsCharges) {

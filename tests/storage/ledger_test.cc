@@ -1,5 +1,9 @@
 #include "storage/ledger.h"
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -245,6 +249,64 @@ TEST_F(LedgerTest, CorruptStoredChargeIsDataLoss) {
   EXPECT_THAT(db_->ledger().ChargeAndCreateJob(Charge("adult", 0.1),
                                                Job("adult"), SumRule(0.1)),
               StatusIs(absl::StatusCode::kDataLoss));
+}
+
+// A process killed with SIGKILL while holding the ledger's write transaction
+// (inside `admit` of its second charge) leaves exactly its committed charge,
+// and the restarted store fails its RUNNING job and keeps the charge.
+TEST_F(LedgerTest, SigkillMidChargeLeavesConsistentLedger) {
+  int to_parent[2];
+  ASSERT_EQ(pipe(to_parent), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(to_parent[0]);
+    auto db = Database::Open(path_);
+    if (!db.ok()) _exit(2);
+    if (!(*db)
+             ->ledger()
+             .ChargeAndCreateJob(Charge("adult", 1.0), Job("adult", "k1"),
+                                 SumRule(1.0))
+             .ok() ||
+        !(*db)->jobs().UpdateState("k1", JobState::kRunning).ok() ||
+        !(*db)->jobs().RecordProgress("k1", 3, {{0, "t0"}}).ok()) {
+      _exit(3);
+    }
+    (void)(*db)->ledger().ChargeAndCreateJob(
+        Charge("adult", 1.0), Job("adult", "k2"),
+        [&](const DatasetRecord&, const std::vector<LedgerEntry>&) {
+          const char c = 'x';
+          (void)!write(to_parent[1], &c, 1);
+          for (;;) pause();  // killed here, holding BEGIN IMMEDIATE
+          return absl::OkStatus();
+        });
+    _exit(4);
+  }
+  close(to_parent[1]);
+  char c = 0;
+  ASSERT_EQ(read(to_parent[0], &c, 1), 1) << "child failed before charge 2";
+  close(to_parent[0]);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status));
+
+  // "Restart": a fresh handle on the file.
+  db_.reset();
+  ASSERT_OK_AND_ASSIGN(db_, Database::Open(path_));
+  ASSERT_OK_AND_ASSIGN(int failed, db_->jobs().FailInterruptedJobs("crash"));
+  EXPECT_EQ(failed, 1);
+  ASSERT_OK_AND_ASSIGN(std::vector<LedgerEntry> entries,
+                       db_->ledger().List("adult"));
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].job_id, "k1");
+  ASSERT_OK_AND_ASSIGN(JobRecord k1, db_->jobs().Get("k1"));
+  EXPECT_EQ(k1.state, JobState::kFailed);
+  EXPECT_EQ(k1.steps_done, 3);
+  EXPECT_THAT(db_->jobs().Get("k2"), StatusIs(absl::StatusCode::kNotFound));
+  // The dead process's write lock is gone.
+  EXPECT_OK(db_->ledger().ChargeAndCreateJob(Charge("adult", 1.0),
+                                             Job("adult", "k3"), SumRule(1.0)));
 }
 
 // 50 concurrent charges of 0.25 against a budget of 3: exactly 12 succeed.

@@ -218,6 +218,28 @@ TEST(TransactionTest, RollsBackInDestructorUnlessCommitted) {
   EXPECT_EQ(QueryInt(*conn, "SELECT count(*) FROM t"), 1);
 }
 
+TEST(TransactionTest, RelaxedDurabilityIsScopedToTheTransaction) {
+  TempDir dir;
+  auto conn = OpenOrDie(dir.File("a.db"));
+  ASSERT_OK(conn->Execute("CREATE TABLE t(i INTEGER)"));
+  {
+    Transaction txn(*conn);
+    ASSERT_OK(txn.Begin(Transaction::Mode::kImmediate,
+                        Transaction::Durability::kRelaxed));
+    EXPECT_EQ(QueryInt(*conn, "PRAGMA synchronous"), 1);  // NORMAL
+    ASSERT_OK(conn->Execute("INSERT INTO t VALUES(1)"));
+    ASSERT_OK(txn.Commit());
+  }
+  EXPECT_EQ(QueryInt(*conn, "PRAGMA synchronous"), 2);  // FULL again
+  {
+    Transaction txn(*conn);
+    ASSERT_OK(txn.Begin(Transaction::Mode::kDeferred,
+                        Transaction::Durability::kRelaxed));
+  }  // rolled back
+  EXPECT_EQ(QueryInt(*conn, "PRAGMA synchronous"), 2);
+  EXPECT_EQ(QueryInt(*conn, "SELECT count(*) FROM t"), 1);
+}
+
 TEST(TransactionTest, DoesNotNest) {
   TempDir dir;
   auto conn = OpenOrDie(dir.File("a.db"));
