@@ -64,8 +64,8 @@ double ZhuWangAmplified(double q, const std::function<double(int64_t)>& eps,
   const double lq = std::log(q), l1q = std::log1p(-q);
   const double a = static_cast<double>(alpha);
   double log_sum = (a - 1) * l1q + std::log1p((a - 1) * q);
-  log_sum = LogAdd(log_sum, LogBinom(alpha, 2) + 2 * lq + (a - 2) * l1q +
-                                eps(2));
+  log_sum =
+      LogAdd(log_sum, LogBinom(alpha, 2) + 2 * lq + (a - 2) * l1q + eps(2));
   for (int64_t l = 3; l <= alpha; ++l) {
     log_sum = LogAdd(log_sum, std::log(3.0) + LogBinom(alpha, l) + l * lq +
                                   (alpha - l) * l1q + (l - 1) * eps(l));
@@ -84,8 +84,7 @@ double PaperGaussianSvt(double alpha, double sigma1, double sigma2) {
   return alpha / 2 * (1 / (sigma1 * sigma1) + 4 / (sigma2 * sigma2));
 }
 
-double SoundGaussianSvt(double alpha, double sigma1, double sigma2,
-                        int64_t k) {
+double SoundGaussianSvt(double alpha, double sigma1, double sigma2, int64_t k) {
   // Spec §3.5 / Zhu & Wang 2020 Thm 8.
   return alpha / (sigma1 * sigma1) + 2 * alpha / (sigma2 * sigma2) +
          std::log(static_cast<double>(k)) / (alpha - 1);

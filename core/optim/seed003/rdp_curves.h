@@ -52,8 +52,7 @@ double PaperGaussianSvt(double alpha, double sigma1, double sigma2);
 // alpha/s1^2 + 2 alpha/s2^2 + log(k)/(alpha-1). Under the paper's
 // calibration (s1^2 = 3/(2 rho), s2^2 = 3/rho) this is
 // (4/3) alpha rho + log(k)/(alpha-1).
-double SoundGaussianSvt(double alpha, double sigma1, double sigma2,
-                        int64_t k);
+double SoundGaussianSvt(double alpha, double sigma1, double sigma2, int64_t k);
 
 // SOUND Laplace-SVT raw curve without subsampling (spec §3.5):
 // min{eps_bt, P2R(eps_bt; alpha), eq4(alpha; eps_bt/2, eps_bt/4) +
