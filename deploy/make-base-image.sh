@@ -146,6 +146,10 @@ install -d -m 0700 -o "${apt_uid:-0}" -g 0 "$rootfs/var/lib/apt/lists/partial"
 : > "$rootfs/etc/hostname"
 rm -f "$rootfs/etc/resolv.conf"
 
+# mktemp -d makes the directory 0700, and tar records "." with that mode:
+# the image's / would be unreadable for any non-root user.
+chmod 0755 "$rootfs"
+
 echo "make-base-image: importing as $tag"
 tar --numeric-owner -C "$rootfs" -c . |
   docker import \
@@ -153,4 +157,7 @@ tar --numeric-owner -C "$rootfs" -c . |
     --change 'ENV LANG=C.UTF-8' \
     --message "debootstrap --variant=minbase bookworm $mirror (dpopt deploy/make-base-image.sh)" \
     - "$tag"
+# Sanity check: an unprivileged user can run programs in the image.
+docker run --rm --network none --user 65534:65534 "$tag" /bin/true ||
+  die "the imported image does not run programs as a non-root user"
 docker image inspect --format 'make-base-image: {{.RepoTags}} {{.Id}} {{.Size}} bytes' "$tag"
