@@ -321,8 +321,8 @@ class JobManager::TraceRecorder : public optim::IterationCallback {
       }
       // Persistence failures of the trace do not stop the job; the final
       // state records them if the job cannot complete.
-      (void)m_->db_->jobs().AppendTrace(job_id_, s.step, t.SerializeAsString());
-      (void)m_->db_->jobs().UpdateProgress(job_id_, s.step);
+      (void)m_->db_->jobs().RecordProgress(
+          job_id_, s.step, {storage::TraceEntry{s.step, t.SerializeAsString()}});
       v1::JobEvent ev;
       *ev.mutable_trace() = t;
       m_->hub_->Publish(job_id_, ev);
