@@ -28,8 +28,7 @@ struct EpsilonResult {
 // Never negative; +inf when no finite bound exists.
 // Errors: INVALID_ARGUMENT (bad event or delta); UNIMPLEMENTED if the
 // accountant cannot price an event kind.
-absl::StatusOr<EpsilonResult> ComputeEpsilon(const DpEvent& event,
-                                             double delta,
+absl::StatusOr<EpsilonResult> ComputeEpsilon(const DpEvent& event, double delta,
                                              AccountantKind kind);
 absl::StatusOr<double> ComputeDelta(const DpEvent& event, double epsilon,
                                     AccountantKind kind);

@@ -30,8 +30,8 @@ class DpEvent {
     kEpsilonDelta,      // mechanism known only by its (epsilon, delta)
     kPoissonSampled,    // sampling_probability, inner
     kSampledWithoutReplacement,  // source_size, sample_size, inner
-    kSelfComposed,      // count, inner
-    kComposed,          // events
+    kSelfComposed,               // count, inner
+    kComposed,                   // events
   };
 
   DpEvent();  // NoOp.

@@ -71,6 +71,100 @@ double LogAFrac(double q, double z, double alpha, bool signed_series) {
   return LogAdd(log_a0, log_a1);
 }
 
+// Amplification by subsampling for an arbitrary inner event, from its RDP
+// curve eps(j) at integer orders j >= 2 and its pure-DP epsilon eps(inf).
+// K(a) = (a - 1) eps'(a) is computed at integer orders:
+//  * Poisson sampling (add/remove), Zhu & Wang 2019, Thm. 6:
+//    e^{K(a)} <= (1-g)^{a-1} (a g - g + 1) + C(a,2) g^2 (1-g)^{a-2} e^{eps(2)}
+//                + 3 sum_{l=3}^{a} C(a,l) (1-g)^{a-l} g^l e^{(l-1) eps(l)};
+//  * sampling without replacement (replace-one), Wang, Balle,
+//    Kasiviswanathan 2019, Thm. 9:
+//    e^{K(a)} <= 1 + g^2 C(a,2) min{4 (e^{eps(2)} - 1),
+//                                  e^{eps(2)} min{2, (e^{eps(inf)} - 1)^2}}
+//                + sum_{j=3}^{a} g^j C(a,j) e^{(j-1) eps(j)}
+//                  min{2, (e^{eps(inf)} - 1)^j}.
+// Fractional orders interpolate K linearly between neighbouring integers
+// (K(1) = 0): K is convex in a (it is the log of E_Q[(P/Q)^a]), so the chord
+// is an upper bound. Order inf: a pure eps-DP inner event gives
+// log(1 + g (e^eps - 1)) (Balle, Barthe, Gaboardi 2018, Thms. 8 and 9), whose
+// randomized-response curve is also used at every order when smaller.
+absl::StatusOr<std::vector<double>> GenericSampledRdp(
+    const DpEvent& inner, double g, bool without_replacement,
+    absl::Span<const double> orders) {
+  double max_finite = 2;
+  for (double a : orders) {
+    if (std::isfinite(a)) max_finite = std::max(max_finite, std::ceil(a));
+  }
+  const int64_t n = static_cast<int64_t>(max_finite);
+  std::vector<double> int_orders;
+  for (int64_t j = 2; j <= n; ++j) int_orders.push_back(static_cast<double>(j));
+  int_orders.push_back(kInf);
+  ASSIGN_OR_RETURN(std::vector<double> in, ComputeRdp(inner, int_orders));
+  const double eps_inf = in.back();
+  auto eps_at = [&](int64_t j) { return in[j - 2]; };  // j >= 2
+
+  const double log_g = std::log(g), log_1mg = std::log1p(-g);
+  // log(e^{eps_inf} - 1), or +inf.
+  const double log_em1_inf =
+      std::isinf(eps_inf) ? kInf : std::log(std::expm1(eps_inf));
+  // K[k] for k = 1..n.
+  std::vector<double> k_int(n + 1, 0.0);
+  for (int64_t a = 2; a <= n; ++a) {
+    const double da = static_cast<double>(a);
+    double log_sum;
+    if (!without_replacement) {
+      log_sum = (da - 1) * log_1mg + std::log(da * g - g + 1);
+      log_sum = LogAdd(log_sum, LogBinomial(da, 2) + 2 * log_g +
+                                    (da - 2) * log_1mg + eps_at(2));
+      for (int64_t l = 3; l <= a; ++l) {
+        const double dl = static_cast<double>(l);
+        log_sum = LogAdd(log_sum, std::log(3.0) + LogBinomial(da, dl) +
+                                      (da - dl) * log_1mg + dl * log_g +
+                                      (dl - 1) * eps_at(l));
+      }
+    } else {
+      const double e2 = eps_at(2);
+      const double second =
+          std::min(std::log(4.0) + std::log(std::expm1(e2)),
+                   e2 + std::min(std::log(2.0), 2 * log_em1_inf));
+      log_sum = LogAdd(0.0, 2 * log_g + LogBinomial(da, 2) + second);
+      for (int64_t j = 3; j <= a; ++j) {
+        const double dj = static_cast<double>(j);
+        log_sum = LogAdd(
+            log_sum, dj * log_g + LogBinomial(da, dj) + (dj - 1) * eps_at(j) +
+                         std::min(std::log(2.0), dj * log_em1_inf));
+      }
+    }
+    k_int[a] = std::isnan(log_sum) ? kInf : std::max(0.0, log_sum);
+  }
+  // Pure-DP route.
+  const double eps_pure =
+      std::isinf(eps_inf) ? kInf : std::log1p(g * std::expm1(eps_inf));
+  std::vector<double> out;
+  out.reserve(orders.size());
+  for (double a : orders) {
+    double v;
+    if (std::isinf(a)) {
+      v = eps_pure;
+    } else {
+      const double lo = std::floor(a);
+      const int64_t k = static_cast<int64_t>(lo);
+      double kval;
+      if (lo == a) {
+        kval = k_int[k];
+      } else {
+        const double k_lo = k >= 2 ? k_int[k] : 0.0;
+        const double k_hi = k_int[k + 1];
+        kval = (lo + 1 - a) * k_lo + (a - lo) * k_hi;
+      }
+      v = kval / (a - 1);
+      v = std::min(v, RdpPureDp(eps_pure, a));
+    }
+    out.push_back(std::max(0.0, v));
+  }
+  return out;
+}
+
 // Poisson-sampled inner event, RDP at `alpha`, given the inner curve.
 absl::StatusOr<std::vector<double>> PoissonSampledRdp(
     const DpEvent& event, absl::Span<const double> orders) {
@@ -86,29 +180,17 @@ absl::StatusOr<std::vector<double>> PoissonSampledRdp(
     }
     return out;
   }
-  // Generic: an inner pure eps-DP mechanism, Poisson-subsampled, is
-  // log(1 + q (e^eps - 1))-DP (Balle, Barthe, Gaboardi 2018, Thm. 8 for
-  // add/remove), hence the randomized-response curve at that epsilon.
-  const double inf_order[] = {kInf};
-  ASSIGN_OR_RETURN(std::vector<double> pure, ComputeRdp(inner, inf_order));
-  if (!std::isfinite(pure[0])) {
-    return absl::UnimplementedError(absl::StrCat(
-        "RDP accountant: Poisson sampling is supported around a Gaussian or "
-        "a pure-DP event, not around ",
-        inner.ToJson()));
-  }
-  const double eps = std::log1p(q * std::expm1(pure[0]));
-  std::vector<double> out;
-  out.reserve(orders.size());
-  for (double a : orders) out.push_back(RdpPureDp(eps, a));
-  return out;
+  return GenericSampledRdp(inner, q, /*without_replacement=*/false, orders);
 }
 
-// Sampling without replacement: implemented in step 3.
 absl::StatusOr<std::vector<double>> SampledWithoutReplacementRdp(
     const DpEvent& event, absl::Span<const double> orders) {
-  return absl::UnimplementedError(
-      "RDP accountant: sampling without replacement is not supported yet");
+  const double gamma = static_cast<double>(event.sample_size()) /
+                       static_cast<double>(event.source_size());
+  if (gamma == 0) return std::vector<double>(orders.size(), 0.0);
+  if (gamma == 1) return ComputeRdp(event.inner(), orders);
+  return GenericSampledRdp(event.inner(), gamma, /*without_replacement=*/true,
+                           orders);
 }
 
 }  // namespace
