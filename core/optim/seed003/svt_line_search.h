@@ -24,9 +24,10 @@
 // and the ratio bound of the noise pmf, which the discrete Laplace satisfies
 // exactly; so the Laplace version is eps_BT-DP for any number of rejected
 // candidates, including the capped "fail" output (spec App. A argument).
-// The grid is 2^floor(log2(2^-27 b_T C_obj / Delta)), so b_Q is below 2^27
-// grid units (the sampler's range) and the rounding adds a relative
-// ~2^-23 / eps_BT to the sensitivity (folded into the noise, never ignored).
+// The grid is the power of two >= 2^-25 b_T (real units), so b_Q is at most
+// ~2^26 grid units (within the sampler's range) and C_obj / grid lies in
+// (2^23 eps_BT, 2^24 eps_BT]: the rounding adds a relative <= 3 * 2^-23 /
+// eps_BT to the sensitivity (folded into the noise, never ignored).
 #ifndef DPOPT_CORE_OPTIM_SEED003_SVT_LINE_SEARCH_H_
 #define DPOPT_CORE_OPTIM_SEED003_SVT_LINE_SEARCH_H_
 

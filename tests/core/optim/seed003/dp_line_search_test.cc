@@ -1,1 +1,230 @@
+// DP-BLSGD / DP-BLSGD-AC / DP-BLGD end to end (spec §5 items 12, 14, 19-21,
+// 23, 24).
+#include "core/optim/seed003/dp_line_search.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/noise/testing/seeded_random.h"
+#include "core/optim/objective.h"
+#include "core/optim/seed003/job_filter.h"
+#include "core/optim/seed003/testing/no_svt_noise.h"
+#include "core/optim/testing/noise_off.h"
+#include "core/privacy/accountant.h"
+#include "core/privacy/rdp.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/status_matchers.h"
+
+namespace dpopt::optim::seed003 {
+namespace {
+
+using ::dpopt::noise::testing::SeededRandomForTesting;
+using ::dpopt::optim::seed003::testing::ZeroSvtNoiseForTesting;
+using ::dpopt::optim::testing::SolveContextTestPeer;
+using ::dpopt::testing::StatusIs;
+
+// Two Gaussian blobs, labels +-1, features in [0, 1] plus a bias column.
+Dataset Blobs(int n, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> normal(0, 0.15);
+  Eigen::MatrixXd x(n, 3);
+  Eigen::VectorXd y(n);
+  for (int i = 0; i < n; ++i) {
+    const double label = i % 2 == 0 ? 1 : -1;
+    y[i] = label;
+    x(i, 0) = 1;
+    x(i, 1) = std::clamp(0.5 + 0.2 * label + normal(gen), 0.0, 1.0);
+    x(i, 2) = std::clamp(0.5 - 0.1 * label + normal(gen), 0.0, 1.0);
+  }
+  return Dataset::Dense(x, y, LabelKind::kBinary, 2);
+}
+
+PublicDatasetInfo InfoFor(const Dataset& d) {
+  PublicDatasetInfo info;
+  info.rows = d.rows();
+  info.dimension = d.dimension();
+  return info;
+}
+
+PrivacyTarget Target(double epsilon, double delta = 1e-8) {
+  PrivacyTarget t;
+  t.epsilon = epsilon;
+  t.delta = delta;
+  return t;
+}
+
+DpLineSearchOptions Options(Variant v, double q) {
+  DpLineSearchOptions o;
+  o.variant = v;
+  o.sampling_rate = q;
+  o.model.loss = LossKind::kLogistic;
+  o.model.l2 = 0.001;
+  return o;
+}
+
+class Recorder final : public IterationCallback {
+ public:
+  bool OnIteration(const IterationSummary& s) override {
+    iterates.push_back(s.iterate);
+    return true;
+  }
+  std::vector<Eigen::VectorXd> iterates;
+};
+
+// Always answers "below": every search fails (adversary for CHEB). NOT DP.
+class AlwaysBelow final : public SvtNoise {
+ public:
+  absl::StatusOr<int64_t> Threshold(const SvtPlan&,
+                                    noise::RandomSource&) const override {
+    return int64_t{1} << 60;
+  }
+  absl::StatusOr<int64_t> Query(const SvtPlan&,
+                                noise::RandomSource&) const override {
+    return 0;
+  }
+};
+
+TEST(DpLineSearchTest, CalibrationReservesTheTargetExactly) {
+  Dataset d = Blobs(1000, 1);
+  for (Variant v : {Variant::kBlsgd, Variant::kBlsgdAc}) {
+    ASSERT_OK_AND_ASSIGN(auto alg, NewDpLineSearch(Options(v, 0.1)));
+    ASSERT_OK_AND_ASSIGN(Calibration c,
+                         alg->Calibrate(InfoFor(d), Target(0.4)));
+    ASSERT_OK_AND_ASSIGN(
+        privacy::DpEvent r,
+        ReservationEvent(Options(v, 0.1), c.noise_multiplier, 3));
+    EXPECT_EQ(c.event, r);
+    ASSERT_OK_AND_ASSIGN(
+        auto eps,
+        privacy::ComputeEpsilon(c.event, 1e-8, privacy::AccountantKind::kRdp));
+    EXPECT_LE(eps.epsilon, 0.4);
+    EXPECT_GE(eps.epsilon, 0.4 * (1 - 1e-4));  // not wastefully loose
+    EXPECT_EQ(c.steps, 20 * 50);
+  }
+  EXPECT_EQ((*NewDpLineSearch(Options(Variant::kBlsgdAc, 0.1)))->name(),
+            "dp_blsgd_ac");
+}
+
+TEST(DpLineSearchTest, RejectsBadSetups) {
+  EXPECT_THAT(NewDpLineSearch(Options(Variant::kBlgd, 0.1)).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  Dataset d = Blobs(100, 1);
+  PublicDatasetInfo info = InfoFor(d);
+  info.relation = privacy::Relation::kReplaceOne;
+  ASSERT_OK_AND_ASSIGN(auto alg,
+                       NewDpLineSearch(Options(Variant::kBlsgd, 0.1)));
+  EXPECT_THAT(alg->Calibrate(info, Target(1)).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// Spec §5 item 24: q = 1, noise off: DP-BLGD is Armijo gradient descent and
+// the objective never increases; w changes only on accepted steps.
+TEST(DpLineSearchTest, NoiseOffFullBatchIsMonotoneArmijoDescent) {
+  Dataset d = Blobs(400, 2);
+  DpLineSearchOptions o = Options(Variant::kBlgd, 1.0);
+  o.clip_grad = 1e6;  // no clipping
+  o.clip_obj = 1e6;   // no loss clipping
+  o.max_iterations = 40;
+  ASSERT_OK_AND_ASSIGN(auto alg, NewDpLineSearch(o));
+  ASSERT_OK_AND_ASSIGN(Calibration c, alg->Calibrate(InfoFor(d), Target(10)));
+  SeededRandomForTesting rng(3);
+  Recorder rec;
+  SolveContext ctx(&rng, &rec);
+  SolveContextTestPeer::DisableNoise(ctx);
+  ZeroSvtNoiseForTesting zero;
+  LineSearchRunStats stats;
+  ASSERT_OK_AND_ASSIGN(SolveResult r,
+                       RunDpLineSearch(o, d, c, ctx, zero, &stats));
+  ASSERT_OK_AND_ASSIGN(auto obj, Objective::Create(o.model, 3));
+  ASSERT_GE(rec.iterates.size(), 10u);
+  double prev = obj->Loss(d, Eigen::VectorXd::Zero(3));
+  for (const auto& w : rec.iterates) {
+    const double now = obj->Loss(d, w);
+    EXPECT_LE(now, prev + 1e-12);
+    prev = now;
+  }
+  EXPECT_LT(prev, 0.9 * std::log(2.0));
+  EXPECT_EQ(stats.accepted_steps, static_cast<int64_t>(rec.iterates.size()));
+  EXPECT_GT(obj->Accuracy(d, r.model.weights), 0.9);
+}
+
+// Spec §5 items 12, 14, 21 with an adversarial line search: every search
+// fails, CHEB runs every time on real (seeded) gradient noise, the run ends
+// by exhausting the job filter, never above the reservation, and w stays 0.
+TEST(DpLineSearchTest, AdversarialSearchesExhaustTheReservationCleanly) {
+  Dataset d = Blobs(500, 4);
+  for (Variant v : {Variant::kBlsgd, Variant::kBlsgdAc, Variant::kBlgd}) {
+    DpLineSearchOptions o = Options(v, 1.0);
+    o.planned_iterations = 10;
+    ASSERT_OK_AND_ASSIGN(auto alg, NewDpLineSearch(o));
+    ASSERT_OK_AND_ASSIGN(Calibration c,
+                         alg->Calibrate(InfoFor(d), Target(0.5)));
+    SeededRandomForTesting rng(5);
+    SolveContext ctx(&rng, nullptr);
+    AlwaysBelow below;
+    LineSearchRunStats stats;
+    ASSERT_OK_AND_ASSIGN(SolveResult r,
+                         RunDpLineSearch(o, d, c, ctx, below, &stats));
+    EXPECT_TRUE(r.budget_exhausted);
+    EXPECT_EQ(r.model.weights, Eigen::VectorXd::Zero(3));
+    EXPECT_EQ(stats.accepted_steps, 0);
+    EXPECT_GT(stats.cheb_raise_gradient, 0);
+    EXPECT_GE(stats.final_rho_grad,
+              1 / (2 * c.noise_multiplier * c.noise_multiplier));
+    if (v == Variant::kBlsgdAc) {
+      EXPECT_GT(stats.clip_decays, 0);
+      EXPECT_LE(stats.clip_decays, stats.iterations);  // <= 1 per iteration
+    } else {
+      EXPECT_EQ(stats.clip_decays, 0);
+    }
+    // Spend never above the reservation, at every ledger order.
+    const auto orders = JobPrivacyFilter::LedgerOrders();
+    ASSERT_OK_AND_ASSIGN(auto spent, privacy::ComputeRdp(r.spent, orders));
+    ASSERT_OK_AND_ASSIGN(auto reserved, privacy::ComputeRdp(c.event, orders));
+    for (size_t i = 0; i < orders.size(); ++i) {
+      EXPECT_LE(spent[i], reserved[i]) << "order " << orders[i];
+    }
+    // One charge per data access (gradients + searches), read back from the
+    // spent composition.
+    int64_t count = 0;
+    for (const auto& part : r.spent.events()) {
+      count += part.kind() == privacy::DpEvent::Kind::kSelfComposed
+                   ? part.count()
+                   : 1;
+    }
+    EXPECT_EQ(count, stats.gradient_releases + stats.line_searches);
+    ASSERT_OK_AND_ASSIGN(
+        auto eps,
+        privacy::ComputeEpsilon(r.spent, 1e-8, privacy::AccountantKind::kRdp));
+    EXPECT_LE(eps.epsilon, 0.5);
+  }
+}
+
+// Spec §5 item 23: a fixed seed gives a bit-identical model and spend; and
+// the subsampled variants learn on an easy problem.
+TEST(DpLineSearchTest, SubsampledRunIsDeterministicAndLearns) {
+  Dataset d = Blobs(4000, 6);
+  for (Variant v : {Variant::kBlsgd, Variant::kBlsgdAc}) {
+    DpLineSearchOptions o = Options(v, 0.2);
+    o.planned_iterations = 20;
+    ASSERT_OK_AND_ASSIGN(auto alg, NewDpLineSearch(o));
+    ASSERT_OK_AND_ASSIGN(Calibration c, alg->Calibrate(InfoFor(d), Target(2)));
+    SolveResult runs[2];
+    for (int k = 0; k < 2; ++k) {
+      SeededRandomForTesting rng(11);
+      SolveContext ctx(&rng, nullptr);
+      ASSERT_OK_AND_ASSIGN(
+          runs[k], RunDpLineSearch(o, d, c, ctx, SecureSvtNoise(), nullptr));
+    }
+    EXPECT_EQ(runs[0].model.weights, runs[1].model.weights);
+    EXPECT_EQ(runs[0].spent.ToJson(), runs[1].spent.ToJson());
+    EXPECT_TRUE(runs[0].budget_exhausted);
+    ASSERT_OK_AND_ASSIGN(auto obj, Objective::Create(o.model, 3));
+    EXPECT_GT(obj->Accuracy(d, runs[0].model.weights), 0.8);
+  }
+}
+
+}  // namespace
+}  // namespace dpopt::optim::seed003
