@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "core/optim/seed002/accelerated.h"
+#include "core/optim/seed003/dp_line_search.h"
 
 namespace dpopt::server {
 namespace {
@@ -94,6 +96,132 @@ absl::Status CheckPositive(double v, const std::string& field) {
         absl::StrCat(field, " must be a finite number > 0"));
   }
   return absl::OkStatus();
+}
+
+// Seed 002: Accel* messages -> options (0 = default). Sets *name to the
+// algorithm's name ("accel_dp_nag", ...).
+absl::StatusOr<optim::seed002::AcceleratedOptions> TranslateAccelerated(
+    const AlgorithmSpec& a, std::string* name) {
+  namespace s2 = optim::seed002;
+  s2::AcceleratedOptions o;
+  const v1::AccelCommon* common = nullptr;
+  const v1::AccelNoiseDividing* dividing = nullptr;
+  const v1::AccelMasgSchedule* schedule = nullptr;
+  switch (a.algorithm_case()) {
+    case AlgorithmSpec::kAccelDpGd:
+      o.method = s2::Method::kGd;
+      common = &a.accel_dp_gd().common();
+      o.learning_rate = a.accel_dp_gd().learning_rate();
+      break;
+    case AlgorithmSpec::kAccelDpHb:
+      o.method = s2::Method::kHeavyBall;
+      common = &a.accel_dp_hb().common();
+      o.learning_rate = a.accel_dp_hb().learning_rate();
+      if (a.accel_dp_hb().has_momentum()) {
+        o.momentum = a.accel_dp_hb().momentum();
+      }
+      break;
+    case AlgorithmSpec::kAccelDpNag:
+      o.method = s2::Method::kNag;
+      common = &a.accel_dp_nag().common();
+      o.learning_rate = a.accel_dp_nag().learning_rate();
+      if (a.accel_dp_nag().has_momentum()) {
+        o.momentum = a.accel_dp_nag().momentum();
+      }
+      break;
+    case AlgorithmSpec::kAccelDpNagOpt:
+      o.method = s2::Method::kNagOpt;
+      common = &a.accel_dp_nag_opt().common();
+      o.learning_rate = a.accel_dp_nag_opt().learning_rate();
+      dividing = &a.accel_dp_nag_opt().dividing();
+      break;
+    case AlgorithmSpec::kAccelDpMasg:
+      o.method = s2::Method::kMasg;
+      common = &a.accel_dp_masg().common();
+      schedule = &a.accel_dp_masg().schedule();
+      break;
+    case AlgorithmSpec::kAccelDpMasgOpt:
+      o.method = s2::Method::kMasgOpt;
+      common = &a.accel_dp_masg_opt().common();
+      schedule = &a.accel_dp_masg_opt().schedule();
+      dividing = &a.accel_dp_masg_opt().dividing();
+      break;
+    default:
+      return absl::InvalidArgumentError("not a seed-002 algorithm");
+  }
+  *name = s2::MethodName(o.method);
+  const std::string field = absl::StrCat("algorithm.", *name, ".common.");
+  o.steps = common->steps();
+  RETURN_IF_ERROR(CheckSteps(o.steps, field + "steps"));
+  o.batch_size = common->batch_size();
+  o.clip_norm = common->clip_norm();
+  RETURN_IF_ERROR(CheckPositive(o.clip_norm, field + "clip_norm"));
+  o.smoothness = common->smoothness();
+  RETURN_IF_ERROR(CheckPositive(
+      o.smoothness, field + "smoothness (the public constant L; required)"));
+  o.strong_convexity = common->strong_convexity();
+  o.step_scale = common->step_scale() != 0 ? common->step_scale() : 1.0;
+  o.noise = common->noise() == v1::ACCEL_NOISE_GAUSSIAN
+                ? s2::NoiseFamily::kGaussian
+                : s2::NoiseFamily::kLaplace;
+  o.initial_point.assign(common->initial_point().begin(),
+                         common->initial_point().end());
+  if (dividing != nullptr) {
+    o.initial_error =
+        dividing->initial_error() != 0 ? dividing->initial_error() : 10.0;
+    o.select_steps = !dividing->keep_steps();
+    o.convention = dividing->t_select() == v1::ACCEL_T_SELECT_PAPER
+                       ? s2::TSelectConvention::kPaper
+                       : s2::TSelectConvention::kReference;
+  }
+  if (schedule != nullptr) {
+    o.masg_p = schedule->p() != 0 ? schedule->p() : 1;
+    o.first_stage = schedule->first_stage() == v1::ACCEL_FIRST_STAGE_FLOOR
+                        ? s2::FirstStageRule::kFloor
+                        : s2::FirstStageRule::kCeil;
+  }
+  return o;
+}
+
+// Seed 003: DpBacktrackingLineSearch -> options (0 = default).
+absl::StatusOr<optim::seed003::DpLineSearchOptions> TranslateLineSearch(
+    const v1::DpBacktrackingLineSearch& m, optim::seed003::Variant variant,
+    const std::string& field) {
+  optim::seed003::DpLineSearchOptions o;
+  o.variant = variant;
+  auto pick = [](double v, double dflt) { return v != 0 ? v : dflt; };
+  o.sampling_rate = pick(m.sampling_rate(),
+                         variant == optim::seed003::Variant::kBlgd ? 1 : 0.1);
+  o.clip_grad = pick(m.clip_grad(), o.clip_grad);
+  o.clip_obj = pick(m.clip_obj(), o.clip_obj);
+  o.planned_iterations =
+      m.planned_iterations() != 0 ? m.planned_iterations() : 50;
+  o.max_iterations = m.max_iterations();
+  o.line_search_share = pick(m.line_search_share(), o.line_search_share);
+  o.line_search.initial_step =
+      pick(m.initial_step(), o.line_search.initial_step);
+  o.line_search.shrink = pick(m.shrink(), o.line_search.shrink);
+  o.line_search.max_candidates = m.max_candidates() != 0
+                                     ? m.max_candidates()
+                                     : o.line_search.max_candidates;
+  o.line_search.armijo = pick(m.armijo(), o.line_search.armijo);
+  o.cheb.growth = pick(m.growth(), o.cheb.growth);
+  o.clip_decay = pick(m.clip_decay(), o.clip_decay);
+  for (double v :
+       {o.sampling_rate, o.clip_grad, o.clip_obj, o.line_search_share,
+        o.line_search.initial_step, o.line_search.shrink, o.line_search.armijo,
+        o.cheb.growth, o.clip_decay}) {
+    if (!Finite(v)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": every number must be finite"));
+    }
+  }
+  absl::Status valid = o.Validate();
+  if (!valid.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", valid.message()));
+  }
+  return o;
 }
 
 }  // namespace
@@ -211,6 +339,50 @@ absl::StatusOr<TranslatedJob> TranslateJobSpec(const v1::JobSpec& spec,
       RETURN_IF_ERROR(o.Validate());
       steps = o.steps;
       ASSIGN_OR_RETURN(out.algorithm, optim::NewDpSgd(o));
+      break;
+    }
+    case AlgorithmSpec::kAccelDpGd:
+    case AlgorithmSpec::kAccelDpHb:
+    case AlgorithmSpec::kAccelDpNag:
+    case AlgorithmSpec::kAccelDpNagOpt:
+    case AlgorithmSpec::kAccelDpMasg:
+    case AlgorithmSpec::kAccelDpMasgOpt: {
+      ASSIGN_OR_RETURN(optim::seed002::AcceleratedOptions o,
+                       TranslateAccelerated(a, &out.algorithm_name));
+      o.model = out.model;
+      const absl::Status valid = o.Validate();
+      if (!valid.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "algorithm.", out.algorithm_name, ": ", valid.message()));
+      }
+      steps = o.steps;
+      ASSIGN_OR_RETURN(out.algorithm,
+                       optim::seed002::NewAcceleratedAlgorithm(o));
+      break;
+    }
+    case AlgorithmSpec::kDpBlsgd:
+    case AlgorithmSpec::kDpBlsgdAc:
+    case AlgorithmSpec::kDpBlgd: {
+      using optim::seed003::Variant;
+      Variant variant = Variant::kBlsgd;
+      const v1::DpBacktrackingLineSearch* m = &a.dp_blsgd();
+      out.algorithm_name = "dp_blsgd";
+      if (a.has_dp_blsgd_ac()) {
+        variant = Variant::kBlsgdAc;
+        m = &a.dp_blsgd_ac();
+        out.algorithm_name = "dp_blsgd_ac";
+      } else if (a.has_dp_blgd()) {
+        variant = Variant::kBlgd;
+        m = &a.dp_blgd();
+        out.algorithm_name = "dp_blgd";
+      }
+      ASSIGN_OR_RETURN(
+          optim::seed003::DpLineSearchOptions o,
+          TranslateLineSearch(*m, variant, "algorithm." + out.algorithm_name));
+      o.model = out.model;
+      RETURN_IF_ERROR(o.Validate());
+      steps = o.EffectiveMaxIterations();
+      ASSIGN_OR_RETURN(out.algorithm, optim::seed003::NewDpLineSearch(o));
       break;
     }
     case AlgorithmSpec::kGd: {
