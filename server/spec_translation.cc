@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "core/optim/seed002/accelerated.h"
 #include "core/optim/seed003/dp_line_search.h"
 
 namespace dpopt::server {
@@ -95,6 +96,91 @@ absl::Status CheckPositive(double v, const std::string& field) {
         absl::StrCat(field, " must be a finite number > 0"));
   }
   return absl::OkStatus();
+}
+
+// Seed 002: Accel* messages -> options (0 = default). Sets *name to the
+// algorithm's name ("accel_dp_nag", ...).
+absl::StatusOr<optim::seed002::AcceleratedOptions> TranslateAccelerated(
+    const AlgorithmSpec& a, std::string* name) {
+  namespace s2 = optim::seed002;
+  s2::AcceleratedOptions o;
+  const v1::AccelCommon* common = nullptr;
+  const v1::AccelNoiseDividing* dividing = nullptr;
+  const v1::AccelMasgSchedule* schedule = nullptr;
+  switch (a.algorithm_case()) {
+    case AlgorithmSpec::kAccelDpGd:
+      o.method = s2::Method::kGd;
+      common = &a.accel_dp_gd().common();
+      o.learning_rate = a.accel_dp_gd().learning_rate();
+      break;
+    case AlgorithmSpec::kAccelDpHb:
+      o.method = s2::Method::kHeavyBall;
+      common = &a.accel_dp_hb().common();
+      o.learning_rate = a.accel_dp_hb().learning_rate();
+      if (a.accel_dp_hb().has_momentum()) {
+        o.momentum = a.accel_dp_hb().momentum();
+      }
+      break;
+    case AlgorithmSpec::kAccelDpNag:
+      o.method = s2::Method::kNag;
+      common = &a.accel_dp_nag().common();
+      o.learning_rate = a.accel_dp_nag().learning_rate();
+      if (a.accel_dp_nag().has_momentum()) {
+        o.momentum = a.accel_dp_nag().momentum();
+      }
+      break;
+    case AlgorithmSpec::kAccelDpNagOpt:
+      o.method = s2::Method::kNagOpt;
+      common = &a.accel_dp_nag_opt().common();
+      o.learning_rate = a.accel_dp_nag_opt().learning_rate();
+      dividing = &a.accel_dp_nag_opt().dividing();
+      break;
+    case AlgorithmSpec::kAccelDpMasg:
+      o.method = s2::Method::kMasg;
+      common = &a.accel_dp_masg().common();
+      schedule = &a.accel_dp_masg().schedule();
+      break;
+    case AlgorithmSpec::kAccelDpMasgOpt:
+      o.method = s2::Method::kMasgOpt;
+      common = &a.accel_dp_masg_opt().common();
+      schedule = &a.accel_dp_masg_opt().schedule();
+      dividing = &a.accel_dp_masg_opt().dividing();
+      break;
+    default:
+      return absl::InvalidArgumentError("not a seed-002 algorithm");
+  }
+  *name = s2::MethodName(o.method);
+  const std::string field = absl::StrCat("algorithm.", *name, ".common.");
+  o.steps = common->steps();
+  RETURN_IF_ERROR(CheckSteps(o.steps, field + "steps"));
+  o.batch_size = common->batch_size();
+  o.clip_norm = common->clip_norm();
+  RETURN_IF_ERROR(CheckPositive(o.clip_norm, field + "clip_norm"));
+  o.smoothness = common->smoothness();
+  RETURN_IF_ERROR(CheckPositive(
+      o.smoothness, field + "smoothness (the public constant L; required)"));
+  o.strong_convexity = common->strong_convexity();
+  o.step_scale = common->step_scale() != 0 ? common->step_scale() : 1.0;
+  o.noise = common->noise() == v1::ACCEL_NOISE_GAUSSIAN
+                ? s2::NoiseFamily::kGaussian
+                : s2::NoiseFamily::kLaplace;
+  o.initial_point.assign(common->initial_point().begin(),
+                         common->initial_point().end());
+  if (dividing != nullptr) {
+    o.initial_error =
+        dividing->initial_error() != 0 ? dividing->initial_error() : 10.0;
+    o.select_steps = !dividing->keep_steps();
+    o.convention = dividing->t_select() == v1::ACCEL_T_SELECT_PAPER
+                       ? s2::TSelectConvention::kPaper
+                       : s2::TSelectConvention::kReference;
+  }
+  if (schedule != nullptr) {
+    o.masg_p = schedule->p() != 0 ? schedule->p() : 1;
+    o.first_stage = schedule->first_stage() == v1::ACCEL_FIRST_STAGE_FLOOR
+                        ? s2::FirstStageRule::kFloor
+                        : s2::FirstStageRule::kCeil;
+  }
+  return o;
 }
 
 // Seed 003: DpBacktrackingLineSearch -> options (0 = default).
@@ -253,6 +339,25 @@ absl::StatusOr<TranslatedJob> TranslateJobSpec(const v1::JobSpec& spec,
       RETURN_IF_ERROR(o.Validate());
       steps = o.steps;
       ASSIGN_OR_RETURN(out.algorithm, optim::NewDpSgd(o));
+      break;
+    }
+    case AlgorithmSpec::kAccelDpGd:
+    case AlgorithmSpec::kAccelDpHb:
+    case AlgorithmSpec::kAccelDpNag:
+    case AlgorithmSpec::kAccelDpNagOpt:
+    case AlgorithmSpec::kAccelDpMasg:
+    case AlgorithmSpec::kAccelDpMasgOpt: {
+      ASSIGN_OR_RETURN(optim::seed002::AcceleratedOptions o,
+                       TranslateAccelerated(a, &out.algorithm_name));
+      o.model = out.model;
+      const absl::Status valid = o.Validate();
+      if (!valid.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "algorithm.", out.algorithm_name, ": ", valid.message()));
+      }
+      steps = o.steps;
+      ASSIGN_OR_RETURN(out.algorithm,
+                       optim::seed002::NewAcceleratedAlgorithm(o));
       break;
     }
     case AlgorithmSpec::kDpBlsgd:
