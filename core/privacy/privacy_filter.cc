@@ -209,9 +209,17 @@ class RdpFilter : public PrivacyFilter {
     PricedCharge out;
     out.cost_blob = absl::StrCat(kBlobPrefix, "|rdp|", rdp.size(), "|",
                                  absl::StrJoin(parts, ","));
+    // The displayed epsilon comes from the requested accountant; if it
+    // cannot price this event (e.g. PLD and the discrete Gaussian), from RDP,
+    // and the charge records "rdp".
+    absl::StatusOr<EpsilonResult> display =
+        ComputeEpsilon(charged, config_.delta, accountant);
+    if (!display.ok() && absl::IsUnimplemented(display.status())) {
+      accountant = AccountantKind::kRdp;
+      display = ComputeEpsilon(charged, config_.delta, accountant);
+    }
     out.accountant = AccountantName(accountant);
-    ASSIGN_OR_RETURN(EpsilonResult eps,
-                     ComputeEpsilon(charged, config_.delta, accountant));
+    ASSIGN_OR_RETURN(EpsilonResult eps, std::move(display));
     out.epsilon = UnitsToDouble(RoundUp(eps.epsilon, kEpsScale), kEpsScale);
     out.delta = config_.delta;
     return out;

@@ -206,13 +206,17 @@ TEST(RdpFilterTest, PldPricedChargeStillChargesRdpCurve) {
   const DpEvent e = DpSgdEvent(1.0, 0.01, 100);
   ASSERT_OK_AND_ASSIGN(PricedCharge rdp,
                        f->Price(e, AccountantKind::kRdp, Relation::kAddRemove));
-  auto pld = f->Price(e, AccountantKind::kPld, Relation::kAddRemove);
-  if (pld.ok()) {
-    EXPECT_EQ(pld->cost_blob, rdp.cost_blob);
-    EXPECT_EQ(pld->accountant, "pld");
-    EXPECT_LE(pld->epsilon, rdp.epsilon);
-  }
+  ASSERT_OK_AND_ASSIGN(PricedCharge pld,
+                       f->Price(e, AccountantKind::kPld, Relation::kAddRemove));
+  EXPECT_EQ(pld.cost_blob, rdp.cost_blob);
+  EXPECT_EQ(pld.accountant, "pld");
   EXPECT_EQ(rdp.accountant, "rdp");
+  EXPECT_LT(pld.epsilon, rdp.epsilon);
+  // PLD cannot price the discrete Gaussian: displayed and recorded as RDP.
+  ASSERT_OK_AND_ASSIGN(PricedCharge dg,
+                       f->Price(DpEvent::DiscreteGaussian(2, 1048576, 10),
+                                AccountantKind::kPld, Relation::kAddRemove));
+  EXPECT_EQ(dg.accountant, "rdp");
 }
 
 TEST(RelationTest, MismatchRules) {

@@ -219,7 +219,9 @@ TEST(RdpSamplingTest, ZhuWangGenericBoundIsAboveExactAndClose) {
     const double exact = RdpPoissonSampledGaussian(q, z, orders[i]);
     EXPECT_GE(generic[i], exact * (1 - 1e-12)) << orders[i];
     // The factor 3 on the l >= 3 terms: within 10% at alpha = 3.
-    if (orders[i] == 3) EXPECT_LE(generic[i], exact * 1.1);
+    if (orders[i] == 3) {
+      EXPECT_LE(generic[i], exact * 1.1);
+    }
   }
   // Order 2 has no l >= 3 terms: identical to the exact value.
   EXPECT_NEAR(generic[0], RdpPoissonSampledGaussian(q, z, 2), 1e-15);
