@@ -319,6 +319,17 @@ absl::StatusOr<privacy::DpEvent> ReservationEvent(
       privacy::DpEvent grad,
       GaussianGradientEvent({options.sampling_rate, options.clip_grad, z},
                             parameter_size));
+  // The gradient part is reserved WITHOUT amplification credit (the inner,
+  // unsampled discrete Gaussian): the RDP accountant's generic Zhu-Wang bound
+  // for a Poisson-sampled discrete Gaussian is not capped by the raw curve and
+  // is far above it at small budgets (spec §1.3 a/b), so a sampled
+  // reservation cannot even reach small targets. Reserving the raw curve is a
+  // valid upper bound; the job filter prices each sampled release at
+  // min(amplified, raw) <= raw. Revisit once core/privacy caps it.
+  if (grad.kind() == privacy::DpEvent::Kind::kPoissonSampled) {
+    privacy::DpEvent inner = grad.inner();
+    grad = std::move(inner);
+  }
   ASSIGN_OR_RETURN(
       privacy::DpEvent search,
       LaplaceSvtEvent(options.line_search_share / z, options.sampling_rate));

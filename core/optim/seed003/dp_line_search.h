@@ -21,7 +21,9 @@
 //
 // Privacy (SOUND). Calibrate() reserves
 //   R = SelfComposed(T, Composed{G(z), S(eps0)}),
-//   G(z) = GaussianGradientEvent(q, C_g, z)        (one gradient release),
+//   G(z) = the inner DiscreteGaussian of GaussianGradientEvent(q, C_g, z)
+//          (one gradient release, reserved without amplification credit;
+//          see ReservationEvent()),
 //   S(e) = PoissonSampled(q, SparseVector(e))      (one line search),
 // where T = planned_iterations and eps0 = line_search_share / z (the paper's
 // split eps_BT = eps_iter, rho_g = eps_iter^2 / 2, §2.10), with the smallest

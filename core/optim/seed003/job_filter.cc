@@ -1,5 +1,6 @@
 #include "core/optim/seed003/job_filter.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -51,6 +52,13 @@ absl::StatusOr<std::vector<double>> JobPrivacyFilter::Price(
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   ASSIGN_OR_RETURN(std::vector<double> c, privacy::ComputeRdp(event, orders_));
+  if (event.kind() == privacy::DpEvent::Kind::kPoissonSampled) {
+    // Poisson subsampling never increases RDP (joint convexity of
+    // e^{(a-1) D_a}; spec §1.3 b): min(amplified, raw) is valid pointwise.
+    ASSIGN_OR_RETURN(std::vector<double> raw,
+                     privacy::ComputeRdp(event.inner(), orders_));
+    for (size_t i = 0; i < c.size(); ++i) c[i] = std::min(c[i], raw[i]);
+  }
   if (cache_.size() > 256) cache_.clear();
   cache_.emplace(key, c);
   return c;

@@ -8,7 +8,9 @@
 // alpha = inf; see core/privacy/privacy_filter.h). Inside the job, the number
 // of line searches and CHEB gradient draws, and their budgets, depend on
 // released values; every data access is charged here first, priced by
-// privacy::ComputeRdp of its exact DpEvent at the same orders.
+// privacy::ComputeRdp of its exact DpEvent at the same orders (for a
+// PoissonSampled event, the pointwise min of the amplified and the raw inner
+// curve: subsampling never increases RDP, spec §1.3 b).
 //
 // Rule (an ALL-orders Renyi filter): a charge c is admitted iff
 //   spent(alpha) + c(alpha) <= R(alpha) (1 - 1e-9)   for EVERY order alpha.
