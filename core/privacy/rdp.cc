@@ -107,35 +107,58 @@ absl::StatusOr<std::vector<double>> GenericSampledRdp(
   // log(e^{eps_inf} - 1), or +inf.
   const double log_em1_inf =
       std::isinf(eps_inf) ? kInf : std::log(std::expm1(eps_inf));
-  // K[k] for k = 1..n.
+  // log k! table for the binomial coefficients.
+  std::vector<double> log_fact(n + 1, 0.0);
+  for (int64_t i = 1; i <= n; ++i) {
+    log_fact[i] = log_fact[i - 1] + std::log(static_cast<double>(i));
+  }
+  auto log_binom = [&](int64_t a, int64_t l) {
+    return log_fact[a] - log_fact[l] - log_fact[a - l];
+  };
+  // K[k] for k = 1..n, each a log-sum-exp of its terms.
   std::vector<double> k_int(n + 1, 0.0);
+  std::vector<double> terms;
+  terms.reserve(n + 2);
   for (int64_t a = 2; a <= n; ++a) {
     const double da = static_cast<double>(a);
-    double log_sum;
+    terms.clear();
     if (!without_replacement) {
-      log_sum = (da - 1) * log_1mg + std::log(da * g - g + 1);
-      log_sum = LogAdd(log_sum, LogBinomial(da, 2) + 2 * log_g +
-                                    (da - 2) * log_1mg + eps_at(2));
+      terms.push_back((da - 1) * log_1mg + std::log(da * g - g + 1));
+      terms.push_back(log_binom(a, 2) + 2 * log_g + (da - 2) * log_1mg +
+                      eps_at(2));
       for (int64_t l = 3; l <= a; ++l) {
         const double dl = static_cast<double>(l);
-        log_sum = LogAdd(log_sum, std::log(3.0) + LogBinomial(da, dl) +
-                                      (da - dl) * log_1mg + dl * log_g +
-                                      (dl - 1) * eps_at(l));
+        terms.push_back(std::log(3.0) + log_binom(a, l) + (da - dl) * log_1mg +
+                        dl * log_g + (dl - 1) * eps_at(l));
       }
     } else {
       const double e2 = eps_at(2);
       const double second =
           std::min(std::log(4.0) + std::log(std::expm1(e2)),
                    e2 + std::min(std::log(2.0), 2 * log_em1_inf));
-      log_sum = LogAdd(0.0, 2 * log_g + LogBinomial(da, 2) + second);
+      terms.push_back(0.0);
+      terms.push_back(2 * log_g + log_binom(a, 2) + second);
       for (int64_t j = 3; j <= a; ++j) {
         const double dj = static_cast<double>(j);
-        log_sum = LogAdd(
-            log_sum, dj * log_g + LogBinomial(da, dj) + (dj - 1) * eps_at(j) +
-                         std::min(std::log(2.0), dj * log_em1_inf));
+        terms.push_back(dj * log_g + log_binom(a, j) + (dj - 1) * eps_at(j) +
+                        std::min(std::log(2.0), dj * log_em1_inf));
       }
     }
-    k_int[a] = std::isnan(log_sum) ? kInf : std::max(0.0, log_sum);
+    double m = -kInf;
+    bool nan = false;
+    for (double t : terms) {
+      nan = nan || std::isnan(t);
+      m = std::max(m, t);
+    }
+    double log_sum;
+    if (nan || std::isinf(m)) {
+      log_sum = nan || m > 0 ? kInf : -kInf;
+    } else {
+      long double acc = 0;
+      for (double t : terms) acc += std::exp(t - m);
+      log_sum = m + static_cast<double>(std::log(acc));
+    }
+    k_int[a] = std::max(0.0, log_sum);
   }
   // Pure-DP route.
   const double eps_pure =
