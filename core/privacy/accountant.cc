@@ -97,10 +97,15 @@ absl::StatusOr<double> CalibrateNoiseMultiplier(
   if (!(max_noise_multiplier > 0) || !std::isfinite(max_noise_multiplier)) {
     return absl::InvalidArgumentError("max_noise_multiplier must be > 0");
   }
+  // A z whose epsilon cannot be computed within the accountant's limits
+  // (OUT_OF_RANGE, e.g. a PLD grid too large for tiny z) counts as "does not
+  // fit": only a z that was verified to fit is ever returned.
   auto fits = [&](double z) -> absl::StatusOr<bool> {
-    ASSIGN_OR_RETURN(EpsilonResult r,
-                     ComputeEpsilon(make_event(z), delta, kind));
-    return r.epsilon <= epsilon;
+    absl::StatusOr<EpsilonResult> r =
+        ComputeEpsilon(make_event(z), delta, kind);
+    if (!r.ok() && absl::IsOutOfRange(r.status())) return false;
+    if (!r.ok()) return r.status();
+    return r->epsilon <= epsilon;
   };
   // Bracket: hi meets the target, lo does not (or lo == 0).
   double hi = std::min(1.0, max_noise_multiplier);

@@ -53,7 +53,7 @@ struct PldOptions {
   // (added to the infinity mass, i.e. directly to delta).
   double tail_mass_truncation = 1e-15;
   // Largest array (grid points) a single PLD may have.
-  int64_t max_points = int64_t{1} << 23;
+  int64_t max_points = int64_t{1} << 22;
   absl::Status Validate() const;
 };
 

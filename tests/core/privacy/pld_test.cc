@@ -158,5 +158,18 @@ TEST(PldTest, CalibrationOfLongDpSgdIsFastAndTighterThanRdp) {
             << ", z_rdp " << z_rdp << "\n";
 }
 
+TEST(PldTest, CalibrationTreatsOutOfRangeAsNotFitting) {
+  // Below z = 0.5 this event's PLD exceeds the grid limit (OUT_OF_RANGE);
+  // calibration must still return a verified z, here exactly 0.5.
+  auto make = [](double z) {
+    return z < 0.5 ? DpEvent::Gaussian(1e-9) : DpEvent::Gaussian(z);
+  };
+  EXPECT_THAT(ComputeEpsilon(make(0.4), 1e-5, AccountantKind::kPld).status(),
+              StatusIs(absl::StatusCode::kOutOfRange));
+  ASSERT_OK_AND_ASSIGN(
+      double z, CalibrateNoiseMultiplier(make, 20, 1e-5, AccountantKind::kPld));
+  EXPECT_EQ(z, 0.5);
+}
+
 }  // namespace
 }  // namespace dpopt::privacy
