@@ -566,6 +566,66 @@ absl::StatusOr<Pair> PairOf(const DpEvent& e, const PldOptions& opt) {
       absl::StrCat("PLD accountant: unsupported event ", e.ToJson()));
 }
 
+// If `e` composes only Gaussian mechanisms (and no-ops), sets *mu2 to
+// sum_i count_i / z_i^2: the composition is then exactly one Gaussian
+// mechanism with mu = sqrt(mu2) (Dong, Roth, Su 2019, Cor. 3.3).
+bool GaussianOnly(const DpEvent& e, double* mu2) {
+  using K = DpEvent::Kind;
+  switch (e.kind()) {
+    case K::kNoOp:
+      return true;
+    case K::kGaussian: {
+      const double z = e.noise_multiplier();
+      *mu2 += z == 0 ? kInf : 1 / (z * z);
+      return true;
+    }
+    case K::kSelfComposed: {
+      double inner = 0;
+      if (!GaussianOnly(e.inner(), &inner)) return false;
+      if (e.count() > 0) *mu2 += static_cast<double>(e.count()) * inner;
+      return true;
+    }
+    case K::kComposed:
+      for (const DpEvent& c : e.events()) {
+        if (!GaussianOnly(c, mu2)) return false;
+      }
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Exact privacy profile of the Gaussian mechanism with mu = 1 / z
+// (Balle & Wang 2018, Thm. 8):
+// delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2).
+double GaussianDelta(double mu, double eps) {
+  if (mu == 0) return 0;
+  if (std::isinf(mu)) return 1;
+  const double a = 0.5 * std::erfc((eps / mu - mu / 2) / std::sqrt(2.0));
+  const double b = std::exp(eps + std::log(0.5) +
+                            LogErfc((eps / mu + mu / 2) / std::sqrt(2.0)));
+  return std::clamp(a - b, 0.0, 1.0);
+}
+
+// Smallest eps >= 0 with GaussianDelta(mu, eps) <= delta, by bisection; the
+// returned value is the upper end of the final bracket (never below it).
+double GaussianEpsilon(double mu, double delta) {
+  if (mu == 0) return 0;
+  if (std::isinf(mu) || delta <= 0) return kInf;
+  if (GaussianDelta(mu, 0) <= delta) return 0;
+  double lo = 0, hi = 1;
+  while (GaussianDelta(mu, hi) > delta) {
+    lo = hi;
+    hi *= 2;
+    if (hi > 1e8) return kInf;
+  }
+  for (int i = 0; i < 200 && hi - lo > 1e-13 * hi; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (GaussianDelta(mu, mid) > delta ? lo : hi) = mid;
+  }
+  return hi;
+}
+
 }  // namespace
 
 absl::Status PldOptions::Validate() const {
@@ -637,6 +697,13 @@ absl::StatusOr<EpsilonResult> ComputeEpsilonPld(const DpEvent& event,
     return absl::InvalidArgumentError(
         absl::StrCat("delta must be in [0, 1], got ", delta));
   }
+  RETURN_IF_ERROR(options.Validate());
+  RETURN_IF_ERROR(event.Validate());
+  double mu2 = 0;
+  if (GaussianOnly(event, &mu2)) {
+    // Exact: the PLD of a Gaussian mechanism is Gaussian.
+    return EpsilonResult{GaussianEpsilon(std::sqrt(mu2), delta), 0};
+  }
   ASSIGN_OR_RETURN(PldPair p, ComputePld(event, options));
   EpsilonResult r;
   r.epsilon = std::max(p.remove.Epsilon(delta), p.add.Epsilon(delta));
@@ -650,6 +717,10 @@ absl::StatusOr<double> ComputeDeltaPld(const DpEvent& event, double epsilon,
     return absl::InvalidArgumentError(
         absl::StrCat("epsilon must be >= 0, got ", epsilon));
   }
+  RETURN_IF_ERROR(options.Validate());
+  RETURN_IF_ERROR(event.Validate());
+  double mu2 = 0;
+  if (GaussianOnly(event, &mu2)) return GaussianDelta(std::sqrt(mu2), epsilon);
   ASSIGN_OR_RETURN(PldPair p, ComputePld(event, options));
   return std::max(p.remove.Delta(epsilon), p.add.Delta(epsilon));
 }

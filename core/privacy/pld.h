@@ -27,6 +27,11 @@
 //  * Add/remove: both directions (remove: P = M(D u {x}), Q = M(D); add: the
 //    reverse) are composed separately and the worse one is reported.
 //
+// Compositions of Gaussian mechanisms only (Gaussian, SelfComposed, Composed,
+// NoOp) are computed exactly by ComputeEpsilonPld / ComputeDeltaPld: they are
+// one Gaussian mechanism with mu^2 = sum k_i / z_i^2 (Dong, Roth, Su 2019),
+// whose privacy profile has a closed form (Balle & Wang 2018, Thm. 8).
+//
 // Supported events: NoOp, Gaussian, Laplace, Exponential, SparseVector,
 // DiscreteLaplace, EpsilonDelta, PoissonSampled(Gaussian | Laplace | pure or
 // (eps, delta) events), SampledWithoutReplacement(pure or (eps, delta)

@@ -53,9 +53,9 @@ TEST(PldGoldenTest, SampledGaussian120Steps) {
 
 TEST(PldGoldenTest, FullBatchHundredSteps) {
   ExpectRel(Pld(DpSgdEvent(10, 1.0, 100), 1e-5), 4.3771781, 1e-3);
-  // Generic self-composition path (FFT power) agrees.
+  // Discretized self-composition path (FFT power) agrees.
   ExpectRel(Pld(DpEvent::SelfComposed(
-                    100, DpEvent::Composed({DpEvent::Gaussian(10)})),
+                    100, DpEvent::PoissonSampled(1.0, DpEvent::Gaussian(10))),
                 1e-5),
             4.3771781, 1e-3);
   EXPECT_GT(Rdp(DpSgdEvent(10, 1.0, 100), 1e-5), 4.3771781);
@@ -118,15 +118,19 @@ TEST(PldTest, DiscretizationIsPessimistic) {
     return 0.5 * std::erfc((eps - 0.5) / std::sqrt(2.0)) -
            std::exp(eps) * 0.5 * std::erfc((eps + 0.5) / std::sqrt(2.0));
   };
+  ASSERT_OK_AND_ASSIGN(PldPair pld, ComputePld(DpEvent::Gaussian(1)));
   for (double eps : {0.00005, 1.00005, 2.50005}) {
-    ASSERT_OK_AND_ASSIGN(double d, ComputeDelta(DpEvent::Gaussian(1), eps,
-                                                AccountantKind::kPld));
+    const double d = pld.remove.Delta(eps);
     EXPECT_GT(d, exact(eps)) << eps;
     EXPECT_LE(d, exact(eps) * (1 + 1e-6)) << eps;
   }
-  ASSERT_OK_AND_ASSIGN(double on_grid, ComputeDelta(DpEvent::Gaussian(1), 1.0,
-                                                    AccountantKind::kPld));
-  EXPECT_NEAR(on_grid, exact(1.0), 1e-14);
+  EXPECT_NEAR(pld.remove.Delta(1.0), exact(1.0), 1e-14);
+  // The exact Gaussian path of ComputeDelta gives the closed form.
+  ASSERT_OK_AND_ASSIGN(
+      double d, ComputeDelta(DpEvent::Gaussian(1), 1.0, AccountantKind::kPld));
+  EXPECT_NEAR(d, exact(1.0), 1e-15);
+  // And the exact epsilon: 100 steps at sigma = 10 are one Gaussian at 1.
+  ExpectRel(Pld(DpSgdEvent(10, 1.0, 100), 1e-5), 4.3771781, 1e-7);
 }
 
 TEST(PldTest, UnsupportedAndInvalid) {
@@ -161,8 +165,10 @@ TEST(PldTest, CalibrationOfLongDpSgdIsFastAndTighterThanRdp) {
 TEST(PldTest, CalibrationTreatsOutOfRangeAsNotFitting) {
   // Below z = 0.5 this event's PLD exceeds the grid limit (OUT_OF_RANGE);
   // calibration must still return a verified z, here exactly 0.5.
+  // (PoissonSampled with q = 1 forces the discretized path.)
   auto make = [](double z) {
-    return z < 0.5 ? DpEvent::Gaussian(1e-9) : DpEvent::Gaussian(z);
+    return DpEvent::PoissonSampled(
+        1.0, z < 0.5 ? DpEvent::Gaussian(1e-9) : DpEvent::Gaussian(z));
   };
   EXPECT_THAT(ComputeEpsilon(make(0.4), 1e-5, AccountantKind::kPld).status(),
               StatusIs(absl::StatusCode::kOutOfRange));
