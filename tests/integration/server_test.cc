@@ -370,7 +370,14 @@ TEST(ServerConcurrencyTest, ConcurrentSubmissionsUnderRdpFilter) {
 
 TEST_F(SmallDatasetTest, CancelStopsTheJobAndKeepsTheCharge) {
   v1::Job job;
-  ASSERT_TRUE(Submit(s_, Spec(1.0, /*steps=*/1000000), &job).ok());
+  // A long full-batch job (no subsampling: its cost is tight at any length).
+  ASSERT_TRUE(Submit(s_, ParseSpec(R"json({
+      "dataset": "small", "model": {"logistic_regression": {}},
+      "privacy": {"epsilon": 1, "delta": 1e-6},
+      "algorithm": {"dp_gd": {"steps": 1000000, "clip_norm": 1,
+                              "learning_rate": 0.1}}})json"),
+                     &job)
+                  .ok());
   grpc::ClientContext ctx;
   v1::CancelJobRequest req;
   req.set_id(job.id());

@@ -87,7 +87,12 @@ step "7. watch, list, cancel, ledger"
 dp job watch "$job_id" >/dev/null
 dp job list
 long_spec="$work/long.json"
-sed 's/"steps": 2000/"steps": 1000000/; s/"epsilon": 1.0/"epsilon": 0.3/' "$work/spec.json" >"$long_spec"
+# A long full-batch DP-GD job (cancelled / killed below).
+cat >"$long_spec" <<'JSON'
+{"dataset": "adult", "model": {"logistic_regression": {"l2": 0.0001}},
+ "privacy": {"epsilon": 0.3, "delta": 1e-6},
+ "algorithm": {"dp_gd": {"steps": 1000000, "clip_norm": 1.0, "learning_rate": 0.5}}}
+JSON
 long_id="$(dp job submit "$long_spec" --json | json "['id']")"
 dp job cancel "$long_id"
 for _ in $(seq 1 100); do
