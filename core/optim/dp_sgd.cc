@@ -16,6 +16,7 @@
 #include "core/optim/solve_loop.h"
 #include "core/optim/update_rules.h"
 #include "core/privacy/accountant.h"
+#include "core/privacy/privacy_filter.h"
 
 namespace dpopt::optim {
 namespace {
@@ -67,20 +68,39 @@ class DpSgd final : public Algorithm {
     const double clip = options_.clip_norm;
 
     Calibration c;
-    double epsilon = target.epsilon;
-    double delta = target.delta;
-    if (info.relation == privacy::Relation::kReplaceOne) {
-      // Group privacy (k = 2): add/remove (e, d) => replace-one
-      // (2e, (1 + e^e) d). Invert it for the add/remove target.
-      epsilon = target.epsilon / 2;
-      delta = target.delta / (1 + std::exp(epsilon));
-      c.notes.push_back(absl::StrFormat(
-          "dataset is replace-one: calibrated under add/remove to "
-          "(%.6g, %.3g), which group privacy turns into the target",
-          epsilon, delta));
+    const double epsilon = target.epsilon;
+    const double delta = target.delta;
+    const bool replace_one = info.relation == privacy::Relation::kReplaceOne;
+    if (replace_one && q < 1.0) {
+      // Poisson sampling is analysed under add/remove (design.md §5); the
+      // ledger has no proven conversion of a sampled add/remove RDP curve to
+      // replace-one, so refuse before anything is charged.
+      return absl::FailedPreconditionError(
+          "DP-SGD's Poisson subsampling is analysed under add/remove; this "
+          "dataset is declared replace-one. Use dp_gd (full batch) or a "
+          "dataset declared add/remove");
+    }
+    if (replace_one) {
+      c.notes.push_back(
+          "dataset is replace-one: the full-batch sum has sensitivity 2C; "
+          "priced by the ledger's group-privacy conversion (noise "
+          "multiplier halved)");
     }
 
     absl::Status event_error;
+    // The event as the ledger prices it: on a replace-one dataset, converted
+    // by ConvertToRelation (sensitivity doubles, so z halves).
+    auto priced_event = [&](const privacy::DpEvent& e) -> privacy::DpEvent {
+      if (!replace_one) return e;
+      absl::StatusOr<privacy::DpEvent> converted = privacy::ConvertToRelation(
+          e, privacy::Relation::kAddRemove, privacy::Relation::kReplaceOne);
+      if (!converted.ok()) {
+        if (event_error.ok()) event_error = converted.status();
+        return privacy::DpEvent::EpsilonDelta(
+            std::numeric_limits<double>::max(), 1.0);
+      }
+      return *std::move(converted);
+    };
     auto make_event = [&](double z) -> privacy::DpEvent {
       absl::StatusOr<privacy::DpEvent> e =
           GaussianGradientEvent({q, clip, z}, p);
@@ -93,15 +113,17 @@ class DpSgd final : public Algorithm {
       }
       return privacy::DpEvent::SelfComposed(steps, *std::move(e));
     };
+    auto make_priced = [&](double z) { return priced_event(make_event(z)); };
     ASSIGN_OR_RETURN(
-        double z, privacy::CalibrateNoiseMultiplier(make_event, epsilon, delta,
+        double z, privacy::CalibrateNoiseMultiplier(make_priced, epsilon, delta,
                                                     target.accountant));
     RETURN_IF_ERROR(event_error);
     c.event = make_event(z);
     RETURN_IF_ERROR(event_error);
-    ASSIGN_OR_RETURN(
-        privacy::EpsilonResult check,
-        privacy::ComputeEpsilon(c.event, delta, target.accountant));
+    ASSIGN_OR_RETURN(privacy::EpsilonResult check,
+                     privacy::ComputeEpsilon(priced_event(c.event), delta,
+                                             target.accountant));
+    RETURN_IF_ERROR(event_error);
     if (!(check.epsilon <= epsilon)) {
       return absl::InternalError("calibration overshot the privacy target");
     }

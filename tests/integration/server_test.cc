@@ -457,3 +457,46 @@ TEST_F(SmallDatasetTest, LedgerAndJobsSurviveARestart) {
 
 }  // namespace
 }  // namespace dpopt::testing
+
+namespace dpopt::testing {
+namespace {
+
+// design.md §5: one neighbouring relation per dataset. On a replace-one
+// dataset full-batch DP-GD is charged through the group-privacy conversion;
+// Poisson-sampled DP-SGD (analysed under add/remove) is refused, uncharged.
+TEST(ServerRelationTest, ReplaceOneDatasets) {
+  TestServer s;
+  v1::ImportHeader h = PrivateLibsvm("r1", 3, 1e-5, 5);
+  h.set_relation(v1::REPLACE_ONE);
+  ASSERT_TRUE(s.Import(h, SmallLibsvm(200, 5)).ok());
+  v1::Job job;
+  grpc::Status st = Submit(s, ParseSpec(R"json({
+      "dataset": "r1", "model": {"logistic_regression": {}},
+      "privacy": {"epsilon": 1, "delta": 1e-6},
+      "algorithm": {"dp_sgd": {"sampling_rate": 0.1, "steps": 10,
+                               "clip_norm": 1, "learning_rate": 0.1}}})json"),
+                           &job);
+  EXPECT_EQ(st.error_code(), grpc::FAILED_PRECONDITION) << st.error_message();
+  EXPECT_EQ(LedgerCounts(s, "r1").ledger_entries, 0);
+  ASSERT_TRUE(Submit(s, ParseSpec(R"json({
+      "dataset": "r1", "model": {"logistic_regression": {}},
+      "privacy": {"epsilon": 1, "delta": 1e-6},
+      "algorithm": {"dp_gd": {"steps": 10, "clip_norm": 1,
+                              "learning_rate": 0.1}}})json"),
+                     &job)
+                  .ok());
+  EXPECT_EQ(s.WaitForJob(job.id()).state(), v1::JOB_STATE_SUCCEEDED);
+  grpc::ClientContext ctx;
+  v1::ListLedgerRequest req;
+  req.set_dataset("r1");
+  v1::ListLedgerResponse ledger;
+  ASSERT_TRUE(s.budget().ListLedger(&ctx, req, &ledger).ok());
+  ASSERT_EQ(ledger.entries_size(), 1);
+  // Priced after the conversion, at the dataset's delta (1e-5 >= the job's
+  // 1e-6), the stand-alone cost is at most the job's target.
+  EXPECT_LE(ledger.entries(0).epsilon(), 1.0 + 1e-9);
+  EXPECT_GT(ledger.entries(0).epsilon(), 0.5);
+}
+
+}  // namespace
+}  // namespace dpopt::testing
