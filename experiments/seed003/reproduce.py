@@ -241,6 +241,9 @@ def main():
                 inflight = still
                 if inflight:
                     time.sleep(0.2)
+            os.makedirs(args.out, exist_ok=True)
+            with open(os.path.join(args.out, "results.json"), "w") as f:
+                json.dump({"results": results, "summary": summary}, f, indent=1)
             print(f"[{dname}/{kind}] {sum(1 for r in results if r['dataset'] == dname and r['model'] == kind)}"
                   f" jobs in {time.time() - t1:.1f} s", flush=True)
     os.makedirs(args.out, exist_ok=True)
