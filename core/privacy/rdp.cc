@@ -163,9 +163,16 @@ absl::StatusOr<std::vector<double>> GenericSampledRdp(
   // Pure-DP route.
   const double eps_pure =
       std::isinf(eps_inf) ? kInf : std::log1p(g * std::expm1(eps_inf));
+  // Cap at the inner (unsampled) curve: Renyi divergence is jointly
+  // quasi-convex (van Erven & Harremoes 2014, Thm. 13), so for the mixture
+  // (1-g)P + gQ against P, in either order, D_a <= max(0, D_a(Q||P) or
+  // D_a(P||Q)) <= eps_inner(a). Subsampling never costs more than the
+  // mechanism itself, and long jobs keep a finite cost at every order.
+  ASSIGN_OR_RETURN(std::vector<double> unsampled, ComputeRdp(inner, orders));
   std::vector<double> out;
   out.reserve(orders.size());
-  for (double a : orders) {
+  for (size_t oi = 0; oi < orders.size(); ++oi) {
+    const double a = orders[oi];
     double v;
     if (std::isinf(a)) {
       v = eps_pure;
@@ -183,6 +190,7 @@ absl::StatusOr<std::vector<double>> GenericSampledRdp(
       v = kval / (a - 1);
       v = std::min(v, RdpPureDp(eps_pure, a));
     }
+    v = std::min(v, unsampled[oi]);
     out.push_back(std::max(0.0, v));
   }
   return out;
