@@ -160,9 +160,17 @@ absl::StatusOr<JobManager::Prepared> JobManager::Prepare(
   optim::PrivacyTarget target = p.job.target;
   // A DP algorithm on a public dataset still runs with its noise, but the
   // cost is not charged anywhere.
-  ASSIGN_OR_RETURN(p.calibration,
-                   p.job.algorithm->Calibrate(
-                       DatasetManager::PublicInfoOf(p.dataset), target));
+  absl::StatusOr<optim::Calibration> calibration = p.job.algorithm->Calibrate(
+      DatasetManager::PublicInfoOf(p.dataset), target);
+  if (absl::IsUnimplemented(calibration.status()) &&
+      target.accountant == privacy::AccountantKind::kPld) {
+    return absl::UnimplementedError(absl::StrCat(
+        calibration.status().message(),
+        ". The PLD accountant cannot price this algorithm's (discrete) "
+        "noise; use \"accountant\": \"ACCOUNTANT_RDP\""));
+  }
+  if (!calibration.ok()) return calibration.status();
+  p.calibration = *std::move(calibration);
   p.cost.set_event_json(p.calibration.event.ToJson());
   if (target.non_private) {
     p.cost.set_accountant("none");
