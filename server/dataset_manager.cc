@@ -6,16 +6,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "server/proto_util.h"
 
 namespace dpopt::server {
 namespace {
-
-google::protobuf::Timestamp ToTimestamp(int64_t unix_micros) {
-  google::protobuf::Timestamp t;
-  t.set_seconds(unix_micros / 1000000);
-  t.set_nanos(static_cast<int32_t>((unix_micros % 1000000) * 1000));
-  return t;
-}
 
 v1::LabelType ToProto(LabelKind k) {
   switch (k) {

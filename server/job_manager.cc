@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/common/status_macros.h"
+#include "server/proto_util.h"
 #include "core/noise/random.h"
 #include "core/optim/objective.h"
 #include "core/privacy/privacy_filter.h"
@@ -35,13 +36,6 @@ v1::JobState ToProtoState(JobState s) {
       return v1::JOB_STATE_CANCELLED;
   }
   return v1::JOB_STATE_UNSPECIFIED;
-}
-
-google::protobuf::Timestamp ToTimestamp(int64_t unix_micros) {
-  google::protobuf::Timestamp t;
-  t.set_seconds(unix_micros / 1000000);
-  t.set_nanos(static_cast<int32_t>((unix_micros % 1000000) * 1000));
-  return t;
 }
 
 std::string NewJobId() {
