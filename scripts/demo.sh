@@ -36,3 +36,4 @@ dp job submit "$work/spec.json" --wait
 job_id="$("$build/client/dpopt" --server="$addr" job list --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["id"])')"
 dp job result "$job_id" --output "$work/model.json"
 dp ledger adult
+"$repo/scripts/plot-trace.py" "$work/model.json" "$work/trace.png"
