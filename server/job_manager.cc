@@ -20,6 +20,9 @@ namespace dpopt::server {
 namespace {
 
 using storage::JobRecord;
+
+// Largest model (number of parameters) a job may train.
+constexpr int64_t kMaxParameters = int64_t{1} << 26;
 using storage::JobState;
 
 v1::JobState ToProtoState(JobState s) {
@@ -134,6 +137,15 @@ absl::StatusOr<JobManager::Prepared> JobManager::Prepare(
     return absl::InvalidArgumentError(
         absl::StrCat("model ", ProtoLossName(p.job.model.loss),
                      " does not fit the labels of dataset ", p.dataset.name));
+  }
+  // Refuse models too large for the server's memory before any allocation.
+  const int64_t outputs =
+      p.job.model.loss == optim::LossKind::kSoftmax ? p.job.model.num_classes
+                                                    : 1;
+  if (p.dataset.dimension > kMaxParameters / std::max<int64_t>(outputs, 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the model would have ", outputs, " x ", p.dataset.dimension,
+        " parameters; at most ", kMaxParameters, " are supported"));
   }
   if (!spec.evaluate_on().empty()) {
     ASSIGN_OR_RETURN(p.eval_dataset, db_->datasets().Get(spec.evaluate_on()));
