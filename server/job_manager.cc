@@ -10,10 +10,10 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/common/status_macros.h"
-#include "server/proto_util.h"
 #include "core/noise/random.h"
 #include "core/optim/objective.h"
 #include "core/privacy/privacy_filter.h"
+#include "server/proto_util.h"
 #include "server/spec_translation.h"
 
 namespace dpopt::server {
@@ -23,6 +23,9 @@ using storage::JobRecord;
 
 // Largest model (number of parameters) a job may train.
 constexpr int64_t kMaxParameters = int64_t{1} << 26;
+// Limits on what a trace may hold.
+constexpr int64_t kMaxTracePoints = 10000;
+constexpr int64_t kMaxTracedParameters = 100000;
 using storage::JobState;
 
 v1::JobState ToProtoState(JobState s) {
@@ -139,13 +142,19 @@ absl::StatusOr<JobManager::Prepared> JobManager::Prepare(
                      " does not fit the labels of dataset ", p.dataset.name));
   }
   // Refuse models too large for the server's memory before any allocation.
-  const int64_t outputs =
-      p.job.model.loss == optim::LossKind::kSoftmax ? p.job.model.num_classes
-                                                    : 1;
+  const int64_t outputs = p.job.model.loss == optim::LossKind::kSoftmax
+                              ? p.job.model.num_classes
+                              : 1;
   if (p.dataset.dimension > kMaxParameters / std::max<int64_t>(outputs, 1)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the model would have ", outputs, " x ", p.dataset.dimension,
         " parameters; at most ", kMaxParameters, " are supported"));
+  }
+  if (spec.trace_iterates() &&
+      outputs * p.dataset.dimension > kMaxTracedParameters) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("trace_iterates is limited to models with at most ",
+                     kMaxTracedParameters, " parameters"));
   }
   if (!spec.evaluate_on().empty()) {
     ASSIGN_OR_RETURN(p.eval_dataset, db_->datasets().Get(spec.evaluate_on()));
@@ -177,6 +186,17 @@ absl::StatusOr<JobManager::Prepared> JobManager::Prepare(
   }
   if (!calibration.ok()) return calibration.status();
   p.calibration = *std::move(calibration);
+  if (spec.trace_every() == 0) {
+    // Default: about 100 trace points over the planned steps.
+    p.job.trace_every = std::max<int64_t>(1, p.calibration.steps / 100);
+  }
+  if (p.calibration.steps / p.job.trace_every > kMaxTracePoints) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "trace_every = ", p.job.trace_every, " would record more than ",
+        kMaxTracePoints, " trace points for ", p.calibration.steps,
+        " steps; choose trace_every >= ",
+        (p.calibration.steps + kMaxTracePoints - 1) / kMaxTracePoints));
+  }
   p.cost.set_event_json(p.calibration.event.ToJson());
   if (target.non_private) {
     p.cost.set_accountant("none");
@@ -336,7 +356,8 @@ class JobManager::TraceRecorder : public optim::IterationCallback {
       // Persistence failures of the trace do not stop the job; the final
       // state records them if the job cannot complete.
       (void)m_->db_->jobs().RecordProgress(
-          job_id_, s.step, {storage::TraceEntry{s.step, t.SerializeAsString()}});
+          job_id_, s.step,
+          {storage::TraceEntry{s.step, t.SerializeAsString()}});
       v1::JobEvent ev;
       *ev.mutable_trace() = t;
       m_->hub_->Publish(job_id_, ev);

@@ -500,3 +500,25 @@ TEST(ServerRelationTest, ReplaceOneDatasets) {
 
 }  // namespace
 }  // namespace dpopt::testing
+
+namespace dpopt::testing {
+namespace {
+
+TEST(ServerLimitsTest, TooManyTracePointsAreRefusedUncharged) {
+  TestServer s;
+  ASSERT_TRUE(
+      s.Import(PrivateLibsvm("lim", 3, 1e-5, 5), SmallLibsvm(50, 5)).ok());
+  v1::Job job;
+  grpc::Status st = Submit(s, ParseSpec(R"json({
+      "dataset": "lim", "model": {"logistic_regression": {}},
+      "privacy": {"epsilon": 1, "delta": 1e-6}, "trace_every": 1,
+      "algorithm": {"dp_gd": {"steps": 20000, "clip_norm": 1,
+                              "learning_rate": 0.1}}})json"),
+                           &job);
+  EXPECT_EQ(st.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("trace_every >= 2"));
+  EXPECT_EQ(LedgerCounts(s, "lim").ledger_entries, 0);
+}
+
+}  // namespace
+}  // namespace dpopt::testing
