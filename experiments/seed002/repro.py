@@ -144,12 +144,12 @@ def main():
     pending = {}
     errors = {}   # cell -> list of (steps, F - F*) per run
     t_final = {}
-    window = 120
+    window = 24
     done = 0
     while todo or pending:
         while todo and len(pending) < window:
             cell, r = todo.pop(0)
-            job = jobs.SubmitJob(dpopt_pb2.SubmitJobRequest(spec=spec(*cell, r)), timeout=120)
+            job = jobs.SubmitJob(dpopt_pb2.SubmitJobRequest(spec=spec(*cell, r)), timeout=900)
             pending[job.id] = cell
         listing = jobs.ListJobs(dpopt_pb2.ListJobsRequest(dataset=info.name), timeout=120)
         finished = [j for j in listing.jobs if j.id in pending and j.state in (
