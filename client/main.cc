@@ -717,27 +717,16 @@ int JobList(const ParsedArgs& a, const Globals& g) {
     std::cout << ToJson(resp) << std::endl;
     return 0;
   }
-  std::cout << absl::StrFormat("%-26s %-10s %-14s %-10s %12s %9s\n", "ID",
+  std::cout << absl::StrFormat("%-26s %-10s %-14s %-17s %12s %9s\n", "ID",
                                "STATE", "DATASET", "ALGORITHM", "EPSILON",
                                "ACCURACY");
   for (const auto& j : resp.jobs()) {
-    std::string algo;
-    switch (j.spec().algorithm().algorithm_case()) {
-      case pb::AlgorithmSpec::kDpGd:
-        algo = "dp_gd";
-        break;
-      case pb::AlgorithmSpec::kDpSgd:
-        algo = "dp_sgd";
-        break;
-      case pb::AlgorithmSpec::kGd:
-        algo = "gd";
-        break;
-      default:
-        algo = "other";
-        break;
-    }
+    // The oneof field's name: dp_sgd, accel_dp_nag, dp_blsgd, ...
+    const auto* field = pb::AlgorithmSpec::descriptor()->FindFieldByNumber(
+        j.spec().algorithm().algorithm_case());
+    const std::string algo = field != nullptr ? field->name() : "-";
     std::cout << absl::StrFormat(
-        "%-26s %-10s %-14s %-10s %12s %9s\n", j.id(), StateName(j.state()),
+        "%-26s %-10s %-14s %-17s %12s %9s\n", j.id(), StateName(j.state()),
         j.spec().dataset(), algo,
         j.cost().charged() ? Num(j.cost().epsilon()) : "-",
         j.evaluation().rows() > 0
