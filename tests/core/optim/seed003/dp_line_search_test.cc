@@ -212,13 +212,17 @@ TEST(DpLineSearchTest, SubsampledRunIsDeterministicAndLearns) {
     ASSERT_OK_AND_ASSIGN(auto alg, NewDpLineSearch(o));
     ASSERT_OK_AND_ASSIGN(Calibration c, alg->Calibrate(InfoFor(d), Target(2)));
     SolveResult runs[2];
+    Recorder traces[2];
     for (int k = 0; k < 2; ++k) {
       SeededRandomForTesting rng(11);
-      SolveContext ctx(&rng, nullptr);
+      SolveContext ctx(&rng, &traces[k]);
       ASSERT_OK_AND_ASSIGN(
           runs[k], RunDpLineSearch(o, d, c, ctx, SecureSvtNoise(), nullptr));
     }
     EXPECT_EQ(runs[0].model.weights, runs[1].model.weights);
+    // The whole trace is bit-identical, not only the final model.
+    ASSERT_GT(traces[0].iterates.size(), 1u);
+    EXPECT_EQ(traces[0].iterates, traces[1].iterates);
     EXPECT_EQ(runs[0].spent.ToJson(), runs[1].spent.ToJson());
     EXPECT_TRUE(runs[0].budget_exhausted);
     ASSERT_OK_AND_ASSIGN(auto obj, Objective::Create(o.model, 3));

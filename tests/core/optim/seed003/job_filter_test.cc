@@ -3,6 +3,7 @@
 #include "core/optim/seed003/job_filter.h"
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "core/optim/seed003/cheb.h"
@@ -137,6 +138,56 @@ TEST(JobPrivacyFilterTest, AdversarialChebNeverOverspends) {
                                                privacy::AccountantKind::kRdp));
   EXPECT_LE(spent.epsilon, reserved.epsilon);
   EXPECT_LE(reserved.epsilon, epsilon * 1.5);  // sanity of the setup
+}
+
+// Spec §5 item 12 (spent never decreases; every order within its budget
+// after every charge; the reported epsilon stays within the reservation's)
+// and item 15 (conversion; §1.2 item 6, Mironov 2017 Prop. 3): after every
+// charge of an adaptive sequence, the accountant's epsilon of the spend is
+// at most min_alpha [spent(alpha) + log(K / delta) / (alpha - 1)] with K = 1
+// (the job filter is an all-orders filter, so no union over orders is needed
+// inside the job; the ledger's own any-order filter splits delta over its
+// orders, K = |Lambda|, tested in tests/core/privacy) and is monotone in the
+// spend.
+TEST(JobPrivacyFilterTest, SpendIsMonotoneAndConvertsWithinTheSpecBound) {
+  const double delta = 1e-8, q = 0.1;
+  const DpEvent r = Reservation(30, 2e-3, 0.06, q);
+  ASSERT_OK_AND_ASSIGN(
+      auto reserved,
+      privacy::ComputeEpsilon(r, delta, privacy::AccountantKind::kRdp));
+  ASSERT_OK_AND_ASSIGN(auto f, JobPrivacyFilter::Create(r));
+  std::vector<double> prev(f->orders().size(), 0.0);
+  double prev_eps = 0;
+  double rho = 2e-3, eps = 0.06;
+  int admitted = 0;
+  for (int k = 0; k < 1000; ++k) {
+    // A data-dependent-looking pattern: gradients, searches, growing budgets.
+    const DpEvent e = k % 2 == 1 ? Svt(eps, q) : Grad(rho, q);
+    if (!f->Charge(e).ok()) break;
+    ++admitted;
+    if (k % 13 == 12) rho *= 1.3;
+    if (k % 17 == 16) eps *= 1.3;
+    const std::vector<double>& spent = f->spent_curve();
+    double mironov = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < spent.size(); ++i) {
+      EXPECT_GE(spent[i], prev[i]) << "order " << f->orders()[i];
+      EXPECT_LE(spent[i], f->reservation_curve()[i]);
+      const double a = f->orders()[i];
+      if (std::isfinite(a)) {
+        mironov = std::min(mironov, spent[i] + std::log(1 / delta) / (a - 1));
+      }
+    }
+    prev = spent;
+    ASSERT_OK_AND_ASSIGN(
+        auto rep, privacy::ComputeEpsilon(f->Spent(), delta,
+                                          privacy::AccountantKind::kRdp));
+    EXPECT_LE(rep.epsilon, mironov * (1 + 1e-9));
+    EXPECT_GE(rep.epsilon, prev_eps * (1 - 1e-12));
+    EXPECT_LE(rep.epsilon, reserved.epsilon * (1 + 1e-9));
+    prev_eps = rep.epsilon;
+  }
+  EXPECT_GT(admitted, 10);
+  EXPECT_LT(admitted, 1000);  // the filter did stop the sequence
 }
 
 TEST(JobPrivacyFilterTest, SpentFoldsRepeats) {
