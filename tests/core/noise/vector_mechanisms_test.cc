@@ -140,7 +140,7 @@ TEST(AddLaplaceNoiseTest, OutputHasLaplaceSpread) {
   SeededRandomForTesting rng(4);
   Eigen::VectorXd v = Eigen::VectorXd::Zero(kD);
   ASSERT_OK(AddLaplaceNoise(plan, rng, v));
-  // Mean absolute value of a Laplace(b) is b; its variance is b^2.
+  // Mean absolute value of a Laplace(b) is b; its variance is 2 b^2.
   const double b = plan.scale;
   const double mean_abs = v.cwiseAbs().mean();
   EXPECT_LT(std::abs(mean_abs - b) / (b / std::sqrt(kD)), 5);
