@@ -423,9 +423,11 @@ int DatasetShow(const ParsedArgs& a, const Globals& g) {
                            : "binary (-1/+1)";
   std::cout << absl::StrFormat(
       "dataset %s\n  access     %s\n  rows       %d\n  dimension  %d\n"
-      "  storage    %s (%d nonzeros)\n  labels     %s\n  relation   %s\n",
+      "  storage    %s%s\n  labels     %s\n  relation   %s\n",
       d.name(), d.public_() ? "public" : "private", d.rows(), d.dimension(),
-      d.sparse() ? "sparse" : "dense", d.nonzeros(), labels,
+      d.sparse() ? "sparse" : "dense",
+      d.nonzeros() > 0 ? absl::StrCat(" (", d.nonzeros(), " nonzeros)") : "",
+      labels,
       d.relation() == pb::REPLACE_ONE ? "replace-one" : "add/remove one row");
   if (d.bounds().row_norm_bound() > 0) {
     std::cout << "  row norm   <= " << Num(d.bounds().row_norm_bound()) << "\n";

@@ -152,7 +152,9 @@ absl::StatusOr<v1::DatasetInfo> DatasetManager::Info(
   d.set_dimension(r.dimension);
   d.set_public_(r.is_public);
   d.set_sparse(r.sparse);
-  d.set_nonzeros(r.nonzeros);
+  // The number of stored nonzeros is a statistic of the rows, not metadata
+  // the curator declared public: only public datasets report it.
+  if (r.is_public) d.set_nonzeros(r.nonzeros);
   d.set_source_format(r.format == storage::DatasetFormat::kCsv
                           ? v1::DATASET_FORMAT_CSV
                           : v1::DATASET_FORMAT_LIBSVM);

@@ -112,11 +112,14 @@ TEST(ServerIntegrationTest, AdultDpSgdEndToEnd) {
   EXPECT_EQ(info.dimension(), 123);
   EXPECT_FALSE(info.public_());
   EXPECT_DOUBLE_EQ(info.budget().epsilon_remaining(), 3.0);
+  // Only declared metadata of a private dataset: no row statistics.
+  EXPECT_EQ(info.nonzeros(), 0);
   ASSERT_TRUE(s.Import(PublicLibsvm("adult-test"),
                        ReadFileOrDie(DataPath("data/adult/a9a.t")), &info)
                   .ok());
   EXPECT_EQ(info.rows(), 16281);
   EXPECT_TRUE(info.public_());
+  EXPECT_GT(info.nonzeros(), 0);
 
   const v1::JobSpec spec = ParseSpec(kAdultSpec);
   v1::JobEstimate est;
