@@ -207,6 +207,9 @@ absl::StatusOr<optim::seed003::DpLineSearchOptions> TranslateLineSearch(
   o.line_search.armijo = pick(m.armijo(), o.line_search.armijo);
   o.cheb.growth = pick(m.growth(), o.cheb.growth);
   o.clip_decay = pick(m.clip_decay(), o.clip_decay);
+  o.line_search_noise = m.gaussian_line_search()
+                            ? optim::seed003::SvtNoiseKind::kGaussian
+                            : optim::seed003::SvtNoiseKind::kLaplace;
   for (double v :
        {o.sampling_rate, o.clip_grad, o.clip_obj, o.line_search_share,
         o.line_search.initial_step, o.line_search.shrink, o.line_search.armijo,

@@ -18,6 +18,7 @@ using Json = nlohmann::ordered_json;
 // Deeper trees than this are rejected (a corrupt or hostile blob must not be
 // able to exhaust the stack).
 constexpr int kMaxDepth = 64;
+constexpr int64_t kMaxSparseVectorQueries = 1'000'000;
 
 bool FiniteNonNegative(double x) { return std::isfinite(x) && x >= 0; }
 
@@ -56,6 +57,12 @@ Json ToJsonValue(const DpEvent& e) {
       break;
     case K::kSparseVector:
       j["sparse_vector"] = {{"epsilon", e.epsilon()}};
+      break;
+    case K::kGaussianSparseVector:
+      j["gaussian_sparse_vector"] = {
+          {"threshold_noise_multiplier", e.threshold_noise_multiplier()},
+          {"query_noise_multiplier", e.query_noise_multiplier()},
+          {"max_queries", e.max_queries()}};
       break;
     case K::kEpsilonDelta:
       j["epsilon_delta"] = {{"epsilon", e.epsilon()}, {"delta", e.delta()}};
@@ -166,6 +173,16 @@ absl::StatusOr<DpEvent> FromJsonValue(const Json& j, int depth) {
     return tag == "exponential" ? DpEvent::Exponential(eps)
                                 : DpEvent::SparseVector(eps);
   }
+  if (tag == "gaussian_sparse_vector") {
+    RETURN_IF_ERROR(CheckKeys(
+        body,
+        {"threshold_noise_multiplier", "query_noise_multiplier", "max_queries"},
+        tag));
+    ASSIGN_OR_RETURN(double zt, GetDouble(body, "threshold_noise_multiplier"));
+    ASSIGN_OR_RETURN(double zq, GetDouble(body, "query_noise_multiplier"));
+    ASSIGN_OR_RETURN(int64_t k, GetInt(body, "max_queries"));
+    return DpEvent::GaussianSparseVector(zt, zq, k);
+  }
   if (tag == "epsilon_delta") {
     RETURN_IF_ERROR(CheckKeys(body, {"epsilon", "delta"}, tag));
     ASSIGN_OR_RETURN(double eps, GetDouble(body, "epsilon"));
@@ -239,6 +256,22 @@ absl::Status ValidateImpl(const DpEvent& e, int depth) {
     case K::kExponential:
     case K::kSparseVector:
       return CheckFiniteNonNegative(e.epsilon(), "epsilon");
+    case K::kGaussianSparseVector:
+      for (double z :
+           {e.threshold_noise_multiplier(), e.query_noise_multiplier()}) {
+        if (!(std::isfinite(z) && z > 0)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "Gaussian sparse vector: noise multipliers must be finite and "
+              "> 0, got ",
+              z));
+        }
+      }
+      if (e.max_queries() < 1 || e.max_queries() > kMaxSparseVectorQueries) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Gaussian sparse vector: max_queries must be in [1, ",
+                         kMaxSparseVectorQueries, "], got ", e.max_queries()));
+      }
+      return absl::OkStatus();
     case K::kEpsilonDelta:
       RETURN_IF_ERROR(CheckFiniteNonNegative(e.epsilon(), "epsilon"));
       if (!(e.delta() >= 0 && e.delta() <= 1)) {
@@ -329,6 +362,17 @@ DpEvent DpEvent::SparseVector(double epsilon) {
   return e;
 }
 
+DpEvent DpEvent::GaussianSparseVector(double threshold_noise_multiplier,
+                                      double query_noise_multiplier,
+                                      int64_t max_queries) {
+  DpEvent e;
+  e.kind_ = Kind::kGaussianSparseVector;
+  e.threshold_noise_multiplier_ = threshold_noise_multiplier;
+  e.query_noise_multiplier_ = query_noise_multiplier;
+  e.max_queries_ = max_queries;
+  return e;
+}
+
 DpEvent DpEvent::EpsilonDelta(double epsilon, double delta) {
   DpEvent e;
   e.kind_ = Kind::kEpsilonDelta;
@@ -388,7 +432,10 @@ absl::StatusOr<DpEvent> DpEvent::FromJson(absl::string_view json) {
 bool DpEvent::operator==(const DpEvent& other) const {
   return kind_ == other.kind_ && noise_multiplier_ == other.noise_multiplier_ &&
          sigma_in_grid_units_ == other.sigma_in_grid_units_ &&
-         dimension_ == other.dimension_ && epsilon_ == other.epsilon_ &&
+         dimension_ == other.dimension_ &&
+         threshold_noise_multiplier_ == other.threshold_noise_multiplier_ &&
+         query_noise_multiplier_ == other.query_noise_multiplier_ &&
+         max_queries_ == other.max_queries_ && epsilon_ == other.epsilon_ &&
          delta_ == other.delta_ &&
          sampling_probability_ == other.sampling_probability_ &&
          source_size_ == other.source_size_ &&

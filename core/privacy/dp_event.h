@@ -27,8 +27,11 @@ class DpEvent {
     kDiscreteLaplace,   // noise_multiplier = b / effective L1 sensitivity
     kExponential,       // epsilon (exponential mechanism / report-noisy-max)
     kSparseVector,      // AboveThreshold: epsilon (pure), see privacy docs
-    kEpsilonDelta,      // mechanism known only by its (epsilon, delta)
-    kPoissonSampled,    // sampling_probability, inner
+    // Gaussian AboveThreshold, cutoff 1: threshold_noise_multiplier,
+    // query_noise_multiplier, max_queries (see GaussianSparseVector()).
+    kGaussianSparseVector,
+    kEpsilonDelta,               // mechanism known only by its (epsilon, delta)
+    kPoissonSampled,             // sampling_probability, inner
     kSampledWithoutReplacement,  // source_size, sample_size, inner
     kSelfComposed,               // count, inner
     kComposed,                   // events
@@ -45,6 +48,17 @@ class DpEvent {
   static DpEvent DiscreteLaplace(double noise_multiplier);
   static DpEvent Exponential(double epsilon);
   static DpEvent SparseVector(double epsilon);
+  // AboveThreshold (sparse vector test) with cutoff c = 1 and Gaussian noise:
+  // threshold noise N(0, (threshold_noise_multiplier * Delta)^2), fresh query
+  // noise N(0, (query_noise_multiplier * Delta)^2) per query, queries of
+  // sensitivity Delta that need NOT be monotone, and at most max_queries
+  // queries before it halts (it may halt with "none above"). Priced by
+  // RdpGaussianSparseVector (core/privacy/rdp.h; Zhu & Wang, NeurIPS 2020,
+  // Thm 8, with k = max_queries + 1 outcomes). Validate(): both multipliers
+  // finite and > 0, 1 <= max_queries <= 10^6.
+  static DpEvent GaussianSparseVector(double threshold_noise_multiplier,
+                                      double query_noise_multiplier,
+                                      int64_t max_queries);
   static DpEvent EpsilonDelta(double epsilon, double delta);
   static DpEvent PoissonSampled(double sampling_probability, DpEvent inner);
   static DpEvent SampledWithoutReplacement(int64_t source_size,
@@ -55,6 +69,11 @@ class DpEvent {
   Kind kind() const { return kind_; }
   double noise_multiplier() const { return noise_multiplier_; }
   double sigma_in_grid_units() const { return sigma_in_grid_units_; }
+  double threshold_noise_multiplier() const {
+    return threshold_noise_multiplier_;
+  }
+  double query_noise_multiplier() const { return query_noise_multiplier_; }
+  int64_t max_queries() const { return max_queries_; }
   int64_t dimension() const { return dimension_; }
   double epsilon() const { return epsilon_; }
   double delta() const { return delta_; }
@@ -81,6 +100,9 @@ class DpEvent {
   Kind kind_ = Kind::kNoOp;
   double noise_multiplier_ = 0;
   double sigma_in_grid_units_ = 0;
+  double threshold_noise_multiplier_ = 0;
+  double query_noise_multiplier_ = 0;
+  int64_t max_queries_ = 0;
   int64_t dimension_ = 0;
   double epsilon_ = 0;
   double delta_ = 0;

@@ -559,6 +559,11 @@ absl::StatusOr<Pair> PairOf(const DpEvent& e, const PldOptions& opt) {
       return absl::UnimplementedError(
           "PLD accountant: the discrete Gaussian is priced by the RDP "
           "accountant only");
+    case K::kGaussianSparseVector:
+      return absl::UnimplementedError(
+          "PLD accountant: the Gaussian sparse vector has no privacy loss "
+          "distribution here; it is priced by the RDP accountant only "
+          "(Zhu & Wang 2020, Thm 8)");
     default:
       break;
   }

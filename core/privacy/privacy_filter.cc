@@ -133,6 +133,13 @@ absl::StatusOr<DpEvent> ToReplaceOne(const DpEvent& e, int depth) {
       return DpEvent::Exponential(2 * e.epsilon());
     case K::kSparseVector:
       return DpEvent::SparseVector(2 * e.epsilon());
+    case K::kGaussianSparseVector:
+      // Replace-one queries have at most twice the add/remove sensitivity, and
+      // the Zhu-Wang bound holds for any relation given the queries'
+      // sensitivity under it: halve both multipliers (as for kGaussian).
+      return DpEvent::GaussianSparseVector(e.threshold_noise_multiplier() / 2,
+                                           e.query_noise_multiplier() / 2,
+                                           e.max_queries());
     case K::kEpsilonDelta:
       return DpEvent::EpsilonDelta(
           2 * e.epsilon(),

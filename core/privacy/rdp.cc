@@ -282,6 +282,14 @@ double RdpPureDp(double epsilon, double alpha) {
   return std::max(0.0, std::min({v, epsilon, alpha * epsilon * epsilon / 2}));
 }
 
+double RdpGaussianSparseVector(double zt, double zq, int64_t max_queries,
+                               double alpha) {
+  if (zt == 0 || zq == 0 || std::isinf(alpha)) return kInf;
+  // Zhu & Wang 2020, Thm 8 (spec §3.5, Gaussian NOISYBTLS raw(alpha)).
+  const double k = static_cast<double>(max_queries) + 1;
+  return alpha / (zt * zt) + 2 * alpha / (zq * zq) + std::log(k) / (alpha - 1);
+}
+
 double DiscreteGaussianTau(double sigma_in_grid_units) {
   const double pi = 3.14159265358979323846;
   const double s = sigma_in_grid_units;
@@ -340,6 +348,13 @@ absl::StatusOr<std::vector<double>> ComputeRdp(
     case K::kSparseVector:
       for (size_t i = 0; i < orders.size(); ++i) {
         out[i] = RdpPureDp(event.epsilon(), orders[i]);
+      }
+      return out;
+    case K::kGaussianSparseVector:
+      for (size_t i = 0; i < orders.size(); ++i) {
+        out[i] = RdpGaussianSparseVector(event.threshold_noise_multiplier(),
+                                         event.query_noise_multiplier(),
+                                         event.max_queries(), orders[i]);
       }
       return out;
     case K::kEpsilonDelta:

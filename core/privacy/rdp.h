@@ -77,6 +77,28 @@ double RdpLaplace(double noise_multiplier, double alpha);
 // / (1 + e^eps)), which is <= min(eps, alpha eps^2 / 2) (Bun, Steinke 2016).
 double RdpPureDp(double epsilon, double alpha);
 
+// Gaussian AboveThreshold with cutoff 1 (DpEvent::GaussianSparseVector):
+// threshold noise std zt * Delta, query noise std zq * Delta, possibly
+// non-monotone queries of sensitivity Delta, at most max_queries queries
+// (k = max_queries + 1 outcomes: "above" at 1..max_queries or none). Zhu &
+// Wang, "Improving Sparse Vector Technique with Renyi Differential Privacy",
+// NeurIPS 2020, Thm 8 (as in autodp's RDP_gaussian_svt_c1), stated in
+// spec/seed-003-dp-line-search.md §1.4 and §3.5:
+//   eps(alpha) = alpha / zt^2 + 2 alpha / zq^2 + log(k) / (alpha - 1).
+// Any real alpha > 1; +inf at alpha = inf (no pure-DP bound) or zt/zq = 0.
+// Outcome-sum check: each outcome is an event of the noise vector, and for
+// neighbours it is dominated by the same event under the noise shifted by
+// Delta (threshold) and 2 Delta (the answering query); Hoelder per outcome
+// and the sum over the k outcomes give
+// alpha / (2 zt^2) + 2 alpha / zq^2 + log(k) / (alpha - 1) <= the above.
+// The shift argument needs only the Renyi divergence of the noise under
+// shifts by Delta and 2 Delta, so it holds for the discrete Gaussian with
+// integer shifts (Canonne, Kamath, Steinke 2020: its divergence is at most
+// the continuous one).
+// REQUIRES: max_queries >= 0.
+double RdpGaussianSparseVector(double zt, double zq, int64_t max_queries,
+                               double alpha);
+
 // Multivariate discrete Gaussian (Canonne, Kamath, Steinke 2020, Thm. 4 and
 // composition over coordinates; Kairouz, Liu, Steinke 2021, Prop. 14 for the
 // tau term): eps(alpha) = alpha / (2 z^2) + d * tau(sigma_grid).

@@ -107,6 +107,38 @@ TEST_F(Seed003IntegrationTest, EachVariantRunsAndIsChargedItsReservationOnce) {
   }
 }
 
+// The Gaussian line search (spec §2.1 Gaussian NOISYBTLS; SOUND charge of
+// §3.5 via the GaussianSparseVector DpEvent) as a job option.
+TEST_F(Seed003IntegrationTest, GaussianLineSearchJobIsChargedOnceAndSucceeds) {
+  v1::Job job;
+  {
+    grpc::ClientContext ctx;
+    v1::SubmitJobRequest req;
+    *req.mutable_spec() = Spec(
+        R"({"dp_blgd": {"planned_iterations": 20, "gaussian_line_search": true}})",
+        2.0);
+    ASSERT_TRUE(req.spec().algorithm().dp_blgd().gaussian_line_search());
+    grpc::Status st = s_.jobs().SubmitJob(&ctx, req, &job);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  EXPECT_EQ(Charges(s_), 1);
+  EXPECT_LE(job.cost().epsilon(), 2.0 + 1e-9);
+  EXPECT_GT(job.cost().epsilon(), 1.0);
+  ASSERT_GE(job.calibration().notes_size(), 2);
+  EXPECT_THAT(job.calibration().notes(0), HasSubstr("SOUND accounting"));
+  EXPECT_THAT(job.calibration().notes(1), HasSubstr("Gaussian sparse vector"));
+  v1::Job done = s_.WaitForJob(job.id());
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.message();
+  EXPECT_GT(done.steps_done(), 0);
+  grpc::ClientContext ctx;
+  v1::GetJobResultRequest rreq;
+  rreq.set_id(job.id());
+  v1::JobResult result;
+  ASSERT_TRUE(s_.jobs().GetJobResult(&ctx, rreq, &result).ok());
+  EXPECT_EQ(result.model().weights_size(), 3);
+  EXPECT_EQ(Charges(s_), 1);  // the run charged nothing more
+}
+
 TEST_F(Seed003IntegrationTest, BadSpecsAreRefusedAndChargeNothing) {
   for (const char* algo : {R"({"dp_blgd": {"sampling_rate": 0.5}})",
                            R"({"dp_blsgd": {"shrink": 1.5}})",

@@ -39,6 +39,23 @@ std::string VariantName(Variant v) {
 // C_grad / eps_iter" with rho = eps_iter^2 / 2).
 double ZForRho(double rho) { return 1 / std::sqrt(2 * rho); }
 
+// Initial line-search budget for gradient noise multiplier z0: Laplace
+// eps_BT0 = share / z0 (= share * eps_iter, spec §2.10); Gaussian rho_BT0 =
+// eps_BT0^2 / 2, its zCDP equivalent (spec §6 A24), = share^2 rho_g0.
+double InitialLineSearchBudget(const DpLineSearchOptions& o, double z0) {
+  const double eps = o.line_search_share / z0;
+  return o.line_search_noise == SvtNoiseKind::kGaussian ? eps * eps / 2 : eps;
+}
+
+// The event one line search at budget b (eps_BT or rho_BT) is charged.
+absl::StatusOr<privacy::DpEvent> LineSearchEvent(const DpLineSearchOptions& o,
+                                                 double budget, double q) {
+  if (o.line_search_noise == SvtNoiseKind::kGaussian) {
+    return GaussianSvtEvent(budget, o.line_search.max_candidates, q);
+  }
+  return LaplaceSvtEvent(budget, q);
+}
+
 // One outer iteration of spec §2.9 per Step().
 class LineSearchMethod final : public IterativeMethod {
  public:
@@ -52,7 +69,7 @@ class LineSearchMethod final : public IterativeMethod {
         stats_(stats),
         w_(Eigen::VectorXd::Zero(p)),  // w0 = 0 (§6 A18)
         rho_(1 / (2 * z0 * z0)),
-        eps_bt_(options.line_search_share / z0),
+        ls_budget_(InitialLineSearchBudget(options, z0)),
         angle_(options.angle_decay),
         schedule_(options.line_search.initial_step,
                   options.step_schedule_period, options.step_schedule_factor),
@@ -64,7 +81,8 @@ class LineSearchMethod final : public IterativeMethod {
                     StepInfo* info) override {
     const double q = o_.sampling_rate;
     ASSIGN_OR_RETURN(privacy::DpEvent grad_event, GradEvent(ZForRho(rho_)));
-    ASSIGN_OR_RETURN(privacy::DpEvent ls_event, LaplaceSvtEvent(eps_bt_, q));
+    ASSIGN_OR_RETURN(privacy::DpEvent ls_event,
+                     LineSearchEvent(o_, ls_budget_, q));
     // G6: never pay for a gradient that no line search could use.
     RETURN_IF_ERROR(filter_.CanAfford({grad_event, ls_event}));
     ++stats_.iterations;
@@ -75,9 +93,8 @@ class LineSearchMethod final : public IterativeMethod {
     LineSearchOptions ls = o_.line_search;
     ls.initial_step = schedule_.eta0();
     while (true) {
-      ASSIGN_OR_RETURN(
-          LineSearchResult r,
-          searcher_.Search({eps_bt_, clips_.clip_obj(), q}, w_, g_, ls));
+      ASSIGN_OR_RETURN(LineSearchResult r,
+                       searcher_.Search(Query(q), w_, g_, ls));
       ++stats_.line_searches;
       if (r.accepted && r.step > 0) {
         angle_.OnSuccessfulStep(g_);  // eq. (7), on the direction used
@@ -101,6 +118,21 @@ class LineSearchMethod final : public IterativeMethod {
   const Eigen::VectorXd& iterate() const override { return w_; }
 
  private:
+  // The line search at the current budget (charged inside Search() with
+  // SvtQueryEvent, the same event as LineSearchEvent above).
+  SvtQuery Query(double q) const {
+    SvtQuery query;
+    query.clip_objective = clips_.clip_obj();
+    query.sampling_rate = q;
+    query.noise = o_.line_search_noise;
+    if (query.noise == SvtNoiseKind::kGaussian) {
+      query.rho = ls_budget_;
+    } else {
+      query.epsilon = ls_budget_;
+    }
+    return query;
+  }
+
   absl::StatusOr<privacy::DpEvent> GradEvent(double z) const {
     return GaussianGradientEvent({o_.sampling_rate, clips_.clip_grad(), z}, p_);
   }
@@ -110,13 +142,14 @@ class LineSearchMethod final : public IterativeMethod {
   absl::Status ChebStep(PrivateGradientOracle& oracle) {
     const double q = o_.sampling_rate;
     ASSIGN_OR_RETURN(privacy::DpEvent grad_event, GradEvent(ZForRho(rho_)));
-    ASSIGN_OR_RETURN(privacy::DpEvent ls_event, LaplaceSvtEvent(eps_bt_, q));
+    ASSIGN_OR_RETURN(privacy::DpEvent ls_event,
+                     LineSearchEvent(o_, ls_budget_, q));
     RETURN_IF_ERROR(filter_.CanAfford({grad_event, ls_event}));
     RETURN_IF_ERROR(oracle.GaussianGradient(
         {q, clips_.clip_grad(), ZForRho(rho_)}, w_, &g2_));
     ++stats_.gradient_releases;
     const ChebOutcome c =
-        Cheb(g2_, angle_.value(), o_.cheb, &g_, &rho_, &eps_bt_);
+        Cheb(g2_, angle_.value(), o_.cheb, &g_, &rho_, &ls_budget_);
     switch (c.branch) {
       case ChebBranch::kRaiseGradient:
         ++stats_.cheb_raise_gradient;
@@ -141,7 +174,8 @@ class LineSearchMethod final : public IterativeMethod {
     const double rho_new = (1 + o_.cheb.growth) * rho_old;
     const double dz = ZForRho(rho_new - rho_old);
     ASSIGN_OR_RETURN(privacy::DpEvent grad_event, GradEvent(dz));
-    ASSIGN_OR_RETURN(privacy::DpEvent ls_event, LaplaceSvtEvent(eps_bt_, 1.0));
+    ASSIGN_OR_RETURN(privacy::DpEvent ls_event,
+                     LineSearchEvent(o_, ls_budget_, 1.0));
     RETURN_IF_ERROR(filter_.CanAfford({grad_event, ls_event}));
     RETURN_IF_ERROR(
         oracle.GaussianGradient({1.0, clips_.clip_grad(), dz}, w_, &g2_));
@@ -157,7 +191,11 @@ class LineSearchMethod final : public IterativeMethod {
 
   void Publish() {
     stats_.final_rho_grad = rho_;
-    stats_.final_eps_bt = eps_bt_;
+    if (o_.line_search_noise == SvtNoiseKind::kGaussian) {
+      stats_.final_rho_bt = ls_budget_;
+    } else {
+      stats_.final_eps_bt = ls_budget_;
+    }
     stats_.final_clip_grad = clips_.clip_grad();
     stats_.final_clip_obj = clips_.clip_obj();
     stats_.final_eta0 = schedule_.eta0();
@@ -171,7 +209,7 @@ class LineSearchMethod final : public IterativeMethod {
   LineSearchRunStats& stats_;
   Eigen::VectorXd w_, g_, g2_;
   double rho_;
-  double eps_bt_;
+  double ls_budget_;  // eps_BT (Laplace) or rho_BT (Gaussian)
   AngleAverage angle_;
   InitialStepSchedule schedule_;
   ClipAdaptation clips_;
@@ -234,6 +272,9 @@ class DpLineSearch final : public Algorithm {
     c.dimension = info.dimension;
     c.relation = privacy::Relation::kAddRemove;
     const double rho0 = 1 / (2 * z * z);
+    const bool gaussian_ls =
+        options_.line_search_noise == SvtNoiseKind::kGaussian;
+    const double ls0 = InitialLineSearchBudget(options_, z);
     c.notes.push_back(absl::StrFormat(
         "%s (seed 003), SOUND accounting: the ledger is charged the "
         "reservation of %d ideal iterations (one gradient + one line search "
@@ -243,10 +284,14 @@ class DpLineSearch final : public Algorithm {
         name(), options_.planned_iterations, check.epsilon, target.delta));
     c.notes.push_back(absl::StrFormat(
         "initial budgets: rho_grad %.6g (noise multiplier %.6g on the "
-        "clipped gradient sum, C_grad %g), eps_BT %.6g (Laplace sparse "
-        "vector, C_obj %g); q %g, at most %d iterations",
-        rho0, z, options_.clip_grad, options_.line_search_share / z,
-        options_.clip_obj, q, c.steps));
+        "clipped gradient sum, C_grad %g), %s %.6g (%s sparse vector, C_obj "
+        "%g%s); q %g, at most %d iterations",
+        rho0, z, options_.clip_grad, gaussian_ls ? "rho_BT" : "eps_BT", ls0,
+        gaussian_ls ? "Gaussian" : "Laplace", options_.clip_obj,
+        gaussian_ls ? ", charged by Zhu & Wang 2020 Thm 8 incl. "
+                      "log(max_it + 1)/(alpha - 1)"
+                    : "",
+        q, c.steps));
     if (target.accountant != kRdp) {
       c.notes.push_back(
           "calibrated with the RDP accountant (the job filter is RDP)");
@@ -307,6 +352,10 @@ absl::Status DpLineSearchOptions::Validate() const {
   if (!(clip_decay >= 0 && clip_decay < 1)) {
     return absl::InvalidArgumentError("clip_decay (zeta) must be in [0, 1)");
   }
+  if (line_search_noise != SvtNoiseKind::kLaplace &&
+      line_search_noise != SvtNoiseKind::kGaussian) {
+    return absl::InvalidArgumentError("unknown line-search noise kind");
+  }
   return model.Validate();
 }
 
@@ -330,9 +379,9 @@ absl::StatusOr<privacy::DpEvent> ReservationEvent(
     privacy::DpEvent inner = grad.inner();
     grad = std::move(inner);
   }
-  ASSIGN_OR_RETURN(
-      privacy::DpEvent search,
-      LaplaceSvtEvent(options.line_search_share / z, options.sampling_rate));
+  ASSIGN_OR_RETURN(privacy::DpEvent search,
+                   LineSearchEvent(options, InitialLineSearchBudget(options, z),
+                                   options.sampling_rate));
   return privacy::DpEvent::SelfComposed(
       options.planned_iterations,
       privacy::DpEvent::Composed({std::move(grad), std::move(search)}));

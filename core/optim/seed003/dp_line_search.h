@@ -6,8 +6,9 @@
 //   g~ = (sum_{B} clip(grad, C_g) + N_Z(0, C_g^2/(2 rho_g) I)) / m + mu w
 //       (PrivateGradientOracle: Poisson(q) batch, discrete Gaussian, m = qn)
 //   loop:
-//     eta = NOISYBTLS(fresh Poisson batch, w, g~, eta0, eps_BT, C_obj)
-//           (LineSearchOracle; charged SparseVector(eps_BT), sampled)
+//     eta = NOISYBTLS(fresh Poisson batch, w, g~, eta0, eps_BT | rho_BT,
+//           C_obj) (LineSearchOracle; charged SparseVector(eps_BT) or
+//           GaussianSparseVector(rho_BT, max_it), sampled)
 //     if eta > 0: theta_bar update (eq. 7), w <- w - eta g~, break
 //     DP-BLSGD(-AC): g2 = a second noisy gradient at the current rho_g on a
 //       fresh batch; CHEB (Alg. 3) may raise rho_g or eps_BT by (1+xi) and
@@ -25,10 +26,16 @@
 //          (one gradient release, reserved without amplification credit;
 //          see ReservationEvent()),
 //   S(e) = PoissonSampled(q, SparseVector(e))      (one line search),
+//   or, with the Gaussian line search (line_search_noise = kGaussian),
+//   S(r) = PoissonSampled(q, GaussianSparseVector(sqrt(3/(2r)), sqrt(3/r),
+//          max_it)), RDP (4/3) alpha r + log(max_it + 1)/(alpha - 1) before
+//          amplification (spec §3.5; Zhu & Wang 2020 Thm 8),
 // where T = planned_iterations and eps0 = line_search_share / z (the paper's
-// split eps_BT = eps_iter, rho_g = eps_iter^2 / 2, §2.10), with the smallest
-// z that makes R (epsilon, delta)-DP under the RDP accountant. The server
-// charges R to the ledger. Run() charges every access to a
+// split eps_BT = eps_iter, rho_g = eps_iter^2 / 2, §2.10), rho0 = eps0^2 / 2
+// for the Gaussian search (its zCDP equivalent, §6 A24); CHEB raises eps_BT
+// or rho_BT by (1 + xi) alike. (PoissonSampled is dropped at q = 1.) The
+// smallest z that makes R (epsilon, delta)-DP under the RDP accountant. The
+// server charges R to the ledger. Run() charges every access to a
 // JobPrivacyFilter over R (all-orders rule, job_filter.h) BEFORE it touches
 // data; the run length, the number of searches and CHEB draws, and the budget
 // increases are data-dependent, but the filter never lets the job's RDP
@@ -39,8 +46,8 @@
 // Deviations from the paper (all from the spec's SOUND recommendations):
 // fresh Poisson batch per access (G2), public normaliser m (G3/A3), Armijo
 // term scaled by m (A4), add/remove only, pure-DP route for the Laplace SVT
-// cost, Gaussian SVT not offered as a job (no DpEvent kind can carry its
-// Zhu-Wang curve; see svt_line_search.h), no paper-faithful REPRO mode.
+// cost, the Gaussian SVT charged by Zhu & Wang 2020 Thm 8 (spec §3.5) rather
+// than the paper's Thm 3 (spec §3.4 G1), no paper-faithful REPRO mode.
 #ifndef DPOPT_CORE_OPTIM_SEED003_DP_LINE_SEARCH_H_
 #define DPOPT_CORE_OPTIM_SEED003_DP_LINE_SEARCH_H_
 
@@ -79,6 +86,9 @@ struct DpLineSearchOptions {
   int step_schedule_period = 10;      // tau >= 1
   double step_schedule_factor = 1.2;  // varsigma >= 1
   double clip_decay = 0.05;           // zeta in [0, 1) (AC only)
+  // Noise of the line search's sparse-vector test (paper Thm 1 Laplace or
+  // Thm 3 Gaussian calibration; accounting of spec §3.5).
+  SvtNoiseKind line_search_noise = SvtNoiseKind::kLaplace;
   ModelConfig model;
 
   // INVALID_ARGUMENT for values outside the ranges above.
@@ -99,7 +109,8 @@ struct LineSearchRunStats {
   int64_t cheb_no_change = 0;
   int64_t clip_decays = 0;
   double final_rho_grad = 0;
-  double final_eps_bt = 0;
+  double final_eps_bt = 0;  // Laplace line search
+  double final_rho_bt = 0;  // Gaussian line search
   double final_clip_grad = 0;
   double final_clip_obj = 0;
   double final_eta0 = 0;

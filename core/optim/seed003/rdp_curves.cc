@@ -85,9 +85,9 @@ double PaperGaussianSvt(double alpha, double sigma1, double sigma2) {
 }
 
 double SoundGaussianSvt(double alpha, double sigma1, double sigma2, int64_t k) {
-  // Spec §3.5 / Zhu & Wang 2020 Thm 8.
-  return alpha / (sigma1 * sigma1) + 2 * alpha / (sigma2 * sigma2) +
-         std::log(static_cast<double>(k)) / (alpha - 1);
+  // Spec §3.5 / Zhu & Wang 2020 Thm 8; the one copy of the formula lives in
+  // core/privacy (k outcomes = max_queries + 1).
+  return privacy::RdpGaussianSparseVector(sigma1, sigma2, k - 1, alpha);
 }
 
 double SoundLaplaceSvtRaw(double alpha, double eps_bt, int64_t max_it) {

@@ -5,8 +5,9 @@
 //
 // Which of these the job is charged with: see job_filter.h. The ledger-facing
 // costs are always ComputeRdp() of DpEvents (core/privacy); these formulas are
-// (a) the paper's curves, for comparison and the spec §5 test vectors, and
-// (b) the SOUND Gaussian-SVT curve, which has no DpEvent kind.
+// the paper's curves, for comparison and the spec §5 test vectors. The SOUND
+// Gaussian-SVT curve is privacy::RdpGaussianSparseVector (the DpEvent kind
+// GaussianSparseVector); SoundGaussianSvt below forwards to it.
 #ifndef DPOPT_CORE_OPTIM_SEED003_RDP_CURVES_H_
 #define DPOPT_CORE_OPTIM_SEED003_RDP_CURVES_H_
 
@@ -51,7 +52,7 @@ double PaperGaussianSvt(double alpha, double sigma1, double sigma2);
 // and at most k queries (k = max_it + 1 counting the dummy):
 // alpha/s1^2 + 2 alpha/s2^2 + log(k)/(alpha-1). Under the paper's
 // calibration (s1^2 = 3/(2 rho), s2^2 = 3/rho) this is
-// (4/3) alpha rho + log(k)/(alpha-1).
+// (4/3) alpha rho + log(k)/(alpha-1). REQUIRES: k >= 1.
 double SoundGaussianSvt(double alpha, double sigma1, double sigma2, int64_t k);
 
 // SOUND Laplace-SVT raw curve without subsampling (spec §3.5):

@@ -195,6 +195,37 @@ absl::StatusOr<privacy::DpEvent> LaplaceSvtEvent(double epsilon,
   return privacy::DpEvent::PoissonSampled(sampling_rate, std::move(inner));
 }
 
+absl::StatusOr<privacy::DpEvent> GaussianSvtEvent(double rho,
+                                                  int max_candidates,
+                                                  double sampling_rate) {
+  if (!(std::isfinite(rho) && rho > 0)) {
+    return absl::InvalidArgumentError("SVT rho must be finite and > 0");
+  }
+  if (max_candidates < 1) {
+    return absl::InvalidArgumentError("max_candidates must be >= 1");
+  }
+  if (!(sampling_rate >= PoissonSampler::kMinRate && sampling_rate <= 1)) {
+    return absl::InvalidArgumentError("sampling_rate must be in [1e-12, 1]");
+  }
+  // Spec §2.1 step 1 (paper Thm 3 calibration): s_T = Delta sqrt(3/(2 rho)),
+  // s_Q = Delta sqrt(3/rho), exactly the multipliers of PlanGaussianSvt.
+  privacy::DpEvent inner = privacy::DpEvent::GaussianSparseVector(
+      std::sqrt(3 / (2 * rho)), std::sqrt(3 / rho), max_candidates);
+  RETURN_IF_ERROR(inner.Validate());
+  if (sampling_rate == 1) return inner;
+  return privacy::DpEvent::PoissonSampled(sampling_rate, std::move(inner));
+}
+
+absl::StatusOr<privacy::DpEvent> SvtQueryEvent(
+    const SvtQuery& query, const LineSearchOptions& options) {
+  RETURN_IF_ERROR(query.Validate());
+  if (query.noise == SvtNoiseKind::kGaussian) {
+    return GaussianSvtEvent(query.rho, options.max_candidates,
+                            query.sampling_rate);
+  }
+  return LaplaceSvtEvent(query.epsilon, query.sampling_rate);
+}
+
 double ClippedBatchObjective(const Objective& objective, const Dataset& data,
                              const std::vector<int64_t>& batch, double clip,
                              double m, const Eigen::VectorXd& v) {
@@ -206,7 +237,11 @@ double ClippedBatchObjective(const Objective& objective, const Dataset& data,
 }
 
 absl::Status SvtQuery::Validate() const {
-  if (!(std::isfinite(epsilon) && epsilon > 0)) {
+  if (noise == SvtNoiseKind::kGaussian) {
+    if (!(std::isfinite(rho) && rho > 0)) {
+      return absl::InvalidArgumentError("SVT rho must be finite and > 0");
+    }
+  } else if (!(std::isfinite(epsilon) && epsilon > 0)) {
     return absl::InvalidArgumentError("SVT epsilon must be finite and > 0");
   }
   if (!(std::isfinite(clip_objective) && clip_objective > 0)) {
@@ -264,9 +299,10 @@ absl::StatusOr<LineSearchResult> LineSearchOracle::Search(
     return absl::InvalidArgumentError("w / g size does not match the model");
   }
   ASSIGN_OR_RETURN(const SvtPlan plan,
-                   PlanLaplaceSvt(query.clip_objective, query.epsilon));
-  ASSIGN_OR_RETURN(privacy::DpEvent event,
-                   LaplaceSvtEvent(query.epsilon, query.sampling_rate));
+                   query.noise == SvtNoiseKind::kGaussian
+                       ? PlanGaussianSvt(query.clip_objective, query.rho)
+                       : PlanLaplaceSvt(query.clip_objective, query.epsilon));
+  ASSIGN_OR_RETURN(privacy::DpEvent event, SvtQueryEvent(query, options));
   // Charge first: on refusal nothing is read and nothing is drawn.
   RETURN_IF_ERROR(budget_.Charge(event));
 

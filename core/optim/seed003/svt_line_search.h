@@ -117,6 +117,17 @@ absl::StatusOr<LineSearchResult> NoisyBacktracking(
 absl::StatusOr<privacy::DpEvent> LaplaceSvtEvent(double epsilon,
                                                  double sampling_rate);
 
+// What one SOUND Gaussian line search is charged (add/remove relation):
+// GaussianSparseVector(sqrt(3 / (2 rho_BT)), sqrt(3 / rho_BT), max_it) (the
+// multipliers of PlanGaussianSvt, relative to Delta_g), wrapped in
+// PoissonSampled(q, .) when q < 1. Its RDP is spec §3.5's Gaussian
+// NOISYBTLS raw(alpha) = (4/3) alpha rho_BT + log(max_it + 1) / (alpha - 1)
+// (Zhu & Wang 2020, Thm 8), amplified by the accountant's generic Zhu-Wang
+// 2019 bound and capped by the raw curve (spec §3.5 c(alpha)).
+absl::StatusOr<privacy::DpEvent> GaussianSvtEvent(double rho,
+                                                  int max_candidates,
+                                                  double sampling_rate);
+
 // F(v) = sum_{i in batch} min(loss_i(v), clip) + m R(v) (spec §2.1 step 3/5a;
 // R is the model's public regularizer). NON-PRIVATE value: only for the
 // line search's noisy comparison and for tests.
@@ -125,11 +136,18 @@ double ClippedBatchObjective(const Objective& objective, const Dataset& data,
                              double m, const Eigen::VectorXd& v);
 
 struct SvtQuery {
-  double epsilon = 0;         // eps_BT (Laplace; SOUND mode)
+  double epsilon = 0;         // eps_BT > 0 (Laplace; ignored for Gaussian)
   double clip_objective = 0;  // C_obj > 0: per-example loss clip = Delta_q
   double sampling_rate = 1;   // q in [1e-12, 1]; a fresh batch per call
+  SvtNoiseKind noise = SvtNoiseKind::kLaplace;
+  double rho = 0;  // rho_BT > 0 (Gaussian; ignored for Laplace)
   absl::Status Validate() const;
 };
+
+// The event one Search(query, options) is charged: LaplaceSvtEvent or
+// GaussianSvtEvent by query.noise. Errors: INVALID_ARGUMENT.
+absl::StatusOr<privacy::DpEvent> SvtQueryEvent(
+    const SvtQuery& query, const LineSearchOptions& options);
 
 // The only place where the line search touches private rows. Like
 // PrivateGradientOracle, it charges the budget BEFORE reading any row or
@@ -142,9 +160,10 @@ class LineSearchOracle {
       const Dataset& data, const Objective& objective, int64_t public_rows,
       noise::RandomSource& rng, const SvtNoise& noise, ReleaseBudget& budget);
 
-  // Charges LaplaceSvtEvent(query) (budget error => nothing touched), draws a
-  // fresh Poisson(q) batch S, then runs NoisyBacktracking with Delta_q =
-  // C_obj and m = q n. Returns only the released step (and public counts).
+  // Charges SvtQueryEvent(query, options) (budget error => nothing touched),
+  // draws a fresh Poisson(q) batch S, then runs NoisyBacktracking (Laplace or
+  // Gaussian plan by query.noise) with Delta_q = C_obj and m = q n. Returns
+  // only the released step (and public counts).
   absl::StatusOr<LineSearchResult> Search(const SvtQuery& query,
                                           const Eigen::VectorXd& w,
                                           const Eigen::VectorXd& g,

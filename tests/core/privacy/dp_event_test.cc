@@ -1,5 +1,6 @@
 #include "core/privacy/dp_event.h"
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,55 @@ TEST(DpEventTest, ValidateRejectsBadParameters) {
   for (const DpEvent& e : bad) {
     EXPECT_THAT(e.Validate(), StatusIs(absl::StatusCode::kInvalidArgument))
         << e.ToJson();
+  }
+}
+
+// The Gaussian sparse vector (seed 003's Gaussian line search): stable JSON
+// keys, exact round trip, and parameter ranges.
+TEST(DpEventTest, GaussianSparseVectorJsonAndValidation) {
+  const DpEvent e = DpEvent::GaussianSparseVector(1.5, 2.25, 15);
+  EXPECT_EQ(e.kind(), DpEvent::Kind::kGaussianSparseVector);
+  EXPECT_EQ(e.ToJson(),
+            "{\"gaussian_sparse_vector\":{\"threshold_noise_multiplier\":1.5,"
+            "\"query_noise_multiplier\":2.25,\"max_queries\":15}}");
+  ASSERT_OK_AND_ASSIGN(DpEvent back, DpEvent::FromJson(e.ToJson()));
+  EXPECT_EQ(back, e);
+  const DpEvent odd = DpEvent::PoissonSampled(
+      0.1, DpEvent::GaussianSparseVector(1.2247448713915890, 0.1 + 0.2, 7));
+  ASSERT_OK_AND_ASSIGN(back, DpEvent::FromJson(odd.ToJson()));
+  EXPECT_EQ(back, odd);
+  EXPECT_OK(e.Validate());
+  // Equality sees every parameter.
+  EXPECT_FALSE(e == DpEvent::GaussianSparseVector(1.5, 2.25, 16));
+  EXPECT_FALSE(e == DpEvent::GaussianSparseVector(1.5, 2.5, 15));
+  EXPECT_FALSE(e == DpEvent::GaussianSparseVector(1.25, 2.25, 15));
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const DpEvent& bad : {DpEvent::GaussianSparseVector(0, 1, 15),
+                             DpEvent::GaussianSparseVector(1, 0, 15),
+                             DpEvent::GaussianSparseVector(-1, 1, 15),
+                             DpEvent::GaussianSparseVector(nan, 1, 15),
+                             DpEvent::GaussianSparseVector(1, inf, 15),
+                             DpEvent::GaussianSparseVector(1, 1, 0),
+                             DpEvent::GaussianSparseVector(1, 1, -3),
+                             DpEvent::GaussianSparseVector(1, 1, 1000001)}) {
+    EXPECT_THAT(bad.Validate(), StatusIs(absl::StatusCode::kInvalidArgument))
+        << bad.ToJson();
+    EXPECT_THAT(DpEvent::FromJson(bad.ToJson()).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument));
+  }
+  // Strict keys and types.
+  for (const char* j : {
+           "{\"gaussian_sparse_vector\":{\"threshold_noise_multiplier\":1,"
+           "\"query_noise_multiplier\":1}}",
+           "{\"gaussian_sparse_vector\":{\"threshold_noise_multiplier\":1,"
+           "\"query_noise_multiplier\":1,\"max_queries\":1.5}}",
+           "{\"gaussian_sparse_vector\":{\"threshold_noise_multiplier\":1,"
+           "\"query_noise_multiplier\":1,\"max_queries\":2,\"c\":1}}",
+       }) {
+    EXPECT_THAT(DpEvent::FromJson(j).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument))
+        << j;
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/privacy/accountant.h"
 #include "core/privacy/dp_sgd_accounting.h"
+#include "core/privacy/privacy_filter.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/status_matchers.h"
@@ -330,6 +331,99 @@ TEST(RdpSamplingTest, GenericBoundIsCappedByTheUnsampledCurve) {
           },
           0.3, 1e-6, AccountantKind::kRdp));
   EXPECT_GT(z, 1.0);
+}
+
+// Gaussian sparse vector (Zhu & Wang 2020, Thm 8; spec §3.5):
+// eps(alpha) = alpha / zt^2 + 2 alpha / zq^2 + log(max_queries + 1)/(alpha-1).
+TEST(RdpTest, GaussianSparseVectorMatchesZhuWangTheorem8) {
+  const DpEvent e = DpEvent::GaussianSparseVector(1, 2, 15);
+  const std::vector<double> orders = {2, 10, 1.5, 1024, kInf};
+  ASSERT_OK_AND_ASSIGN(std::vector<double> r, ComputeRdp(e, orders));
+  // Hand-computed: log 16 = 2.772588722239781.
+  ExpectRel(r[0], 2.0 + 1.0 + 2.772588722239781, 1e-14);
+  ExpectRel(r[1], 10.0 + 5.0 + 2.772588722239781 / 9, 1e-14);
+  ExpectRel(r[2], 1.5 + 0.75 + 2.772588722239781 / 0.5, 1e-14);
+  ExpectRel(r[3], 1024.0 + 512.0 + 2.772588722239781 / 1023, 1e-14);
+  EXPECT_EQ(r[4], kInf);  // no pure-DP bound
+  // Spec §5 item 4 calibration s1^2 = 3/(2 rho), s2^2 = 3/rho: the Gaussian
+  // terms are (4/3) alpha rho (Thm 8), i.e. 4/3 of the paper's Thm 3.
+  const double rho = 0.02;
+  const DpEvent cal = DpEvent::GaussianSparseVector(std::sqrt(3 / (2 * rho)),
+                                                    std::sqrt(3 / rho), 15);
+  for (double a : {2.0, 7.0, 100.0, 4000.0}) {
+    ASSERT_OK_AND_ASSIGN(std::vector<double> v, ComputeRdp(cal, {a}));
+    ExpectRel(v[0], 4.0 / 3 * a * rho + std::log(16.0) / (a - 1), 1e-12);
+    EXPECT_EQ(v[0], RdpGaussianSparseVector(std::sqrt(3 / (2 * rho)),
+                                            std::sqrt(3 / rho), 15, a));
+  }
+  // One query: the log term is log 2.
+  ASSERT_OK_AND_ASSIGN(
+      r, ComputeRdp(DpEvent::GaussianSparseVector(1, 1, 1), {3.0}));
+  ExpectRel(r[0], 3 + 6 + std::log(2.0) / 2, 1e-14);
+}
+
+TEST(RdpTest, GaussianSparseVectorComposesAndSamples) {
+  const DpEvent e = DpEvent::GaussianSparseVector(30, 40, 15);
+  std::vector<double> orders = DefaultRdpOrders();
+  orders.push_back(kInf);
+  ASSERT_OK_AND_ASSIGN(std::vector<double> one, ComputeRdp(e, orders));
+  // k-fold self-composition costs k times one, and Composed adds.
+  ASSERT_OK_AND_ASSIGN(std::vector<double> seven,
+                       ComputeRdp(DpEvent::SelfComposed(7, e), orders));
+  ASSERT_OK_AND_ASSIGN(
+      std::vector<double> two,
+      ComputeRdp(DpEvent::Composed({e, DpEvent::Gaussian(2)}), orders));
+  for (size_t i = 0; i < orders.size(); ++i) {
+    if (std::isinf(orders[i])) {
+      EXPECT_EQ(seven[i], kInf);
+      continue;
+    }
+    ExpectRel(seven[i], 7 * one[i], 1e-14);
+    ExpectRel(two[i], one[i] + orders[i] / 8, 1e-14);
+  }
+  // Poisson sampling goes through the generic Zhu-Wang 2019 path: finite at
+  // every finite order, never above the unsampled curve, inf at inf.
+  ASSERT_OK_AND_ASSIGN(std::vector<double> sampled,
+                       ComputeRdp(DpEvent::PoissonSampled(0.1, e), orders));
+  bool some_gain = false;
+  for (size_t i = 0; i < orders.size(); ++i) {
+    if (std::isinf(orders[i])) {
+      EXPECT_EQ(sampled[i], kInf);
+      continue;
+    }
+    EXPECT_TRUE(std::isfinite(sampled[i])) << orders[i];
+    EXPECT_LE(sampled[i], one[i]) << orders[i];
+    some_gain = some_gain || sampled[i] < 0.5 * one[i];
+  }
+  EXPECT_TRUE(some_gain);
+  // q = 1 is the unsampled event.
+  ASSERT_OK_AND_ASSIGN(std::vector<double> full,
+                       ComputeRdp(DpEvent::PoissonSampled(1, e), orders));
+  EXPECT_EQ(full, one);
+  // Invalid parameters are rejected before pricing.
+  EXPECT_THAT(
+      ComputeRdp(DpEvent::GaussianSparseVector(0, 1, 15), orders).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(RdpTest, GaussianSparseVectorIsRdpOnlyAndConvertsByGroupPrivacy) {
+  const DpEvent e = DpEvent::GaussianSparseVector(3, 4, 15);
+  EXPECT_THAT(ComputeEpsilon(e, 1e-6, AccountantKind::kPld).status(),
+              StatusIs(absl::StatusCode::kUnimplemented));
+  EXPECT_THAT(ComputeEpsilon(DpEvent::PoissonSampled(0.1, e), 1e-6,
+                             AccountantKind::kPld)
+                  .status(),
+              StatusIs(absl::StatusCode::kUnimplemented));
+  ASSERT_OK_AND_ASSIGN(auto eps, ComputeEpsilon(e, 1e-6, AccountantKind::kRdp));
+  EXPECT_TRUE(std::isfinite(eps.epsilon));
+  // add/remove -> replace-one: sensitivity doubles, multipliers halve.
+  ASSERT_OK_AND_ASSIGN(DpEvent r1, ConvertToRelation(e, Relation::kAddRemove,
+                                                     Relation::kReplaceOne));
+  EXPECT_EQ(r1, DpEvent::GaussianSparseVector(1.5, 2, 15));
+  EXPECT_THAT(ConvertToRelation(DpEvent::PoissonSampled(0.1, e),
+                                Relation::kAddRemove, Relation::kReplaceOne)
+                  .status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST(RdpTest, UnsupportedEventsAreUnimplemented) {

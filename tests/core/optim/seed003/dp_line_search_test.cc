@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/noise/testing/seeded_random.h"
@@ -228,6 +229,155 @@ TEST(DpLineSearchTest, SubsampledRunIsDeterministicAndLearns) {
     ASSERT_OK_AND_ASSIGN(auto obj, Objective::Create(o.model, 3));
     EXPECT_GT(obj->Accuracy(d, runs[0].model.weights), 0.8);
   }
+}
+
+// ---- Gaussian line search (spec §2.1 Gaussian NOISYBTLS, §3.5 SOUND). ----
+
+DpLineSearchOptions GaussianOptions(Variant v, double q) {
+  DpLineSearchOptions o = Options(v, q);
+  o.line_search_noise = SvtNoiseKind::kGaussian;
+  return o;
+}
+
+// True if the event tree contains a node of `kind`.
+bool Contains(const privacy::DpEvent& e, privacy::DpEvent::Kind kind) {
+  if (e.kind() == kind) return true;
+  for (const auto& c : e.events()) {
+    if (Contains(c, kind)) return true;
+  }
+  return false;
+}
+
+TEST(DpLineSearchGaussianTest, CalibrationMeetsTheTarget) {
+  Dataset d = Blobs(1000, 1);
+  for (const auto& [v, q] :
+       {std::pair{Variant::kBlsgd, 0.1}, std::pair{Variant::kBlsgdAc, 0.1},
+        std::pair{Variant::kBlgd, 1.0}}) {
+    DpLineSearchOptions o = GaussianOptions(v, q);
+    ASSERT_OK_AND_ASSIGN(auto alg, NewDpLineSearch(o));
+    ASSERT_OK_AND_ASSIGN(Calibration c, alg->Calibrate(InfoFor(d), Target(2)));
+    ASSERT_OK_AND_ASSIGN(privacy::DpEvent r,
+                         ReservationEvent(o, c.noise_multiplier, 3));
+    EXPECT_EQ(c.event, r);
+    EXPECT_TRUE(
+        Contains(c.event, privacy::DpEvent::Kind::kGaussianSparseVector));
+    EXPECT_FALSE(Contains(c.event, privacy::DpEvent::Kind::kSparseVector));
+    // One line search in the reservation is the Gaussian event at rho_BT0 =
+    // (share / z)^2 / 2 = rho_g0 (share 1).
+    const double eps0 = 1 / c.noise_multiplier;
+    const double rho0 = eps0 * eps0 / 2;
+    ASSERT_OK_AND_ASSIGN(privacy::DpEvent search,
+                         GaussianSvtEvent(rho0, 15, q));
+    ASSERT_EQ(c.event.kind(), privacy::DpEvent::Kind::kSelfComposed);
+    EXPECT_EQ(c.event.count(), 50);
+    EXPECT_EQ(c.event.inner().events().at(1), search);
+    ASSERT_OK_AND_ASSIGN(
+        auto eps,
+        privacy::ComputeEpsilon(c.event, 1e-8, privacy::AccountantKind::kRdp));
+    EXPECT_LE(eps.epsilon, 2);
+    EXPECT_GE(eps.epsilon, 2 * (1 - 1e-4));
+    // Gaussian and Laplace reservations differ (the option is honoured).
+    ASSERT_OK_AND_ASSIGN(auto lap, NewDpLineSearch(Options(v, q)));
+    ASSERT_OK_AND_ASSIGN(Calibration cl, lap->Calibrate(InfoFor(d), Target(2)));
+    EXPECT_FALSE(cl.event == c.event);
+  }
+}
+
+// Spec §5 item 24 with the Gaussian search: q = 1, noise off, DP-BLGD is
+// exact Armijo gradient descent.
+TEST(DpLineSearchGaussianTest, NoiseOffFullBatchIsMonotoneArmijoDescent) {
+  Dataset d = Blobs(400, 2);
+  DpLineSearchOptions o = GaussianOptions(Variant::kBlgd, 1.0);
+  o.clip_grad = 1e6;
+  o.clip_obj = 1e6;
+  o.max_iterations = 40;
+  ASSERT_OK_AND_ASSIGN(auto alg, NewDpLineSearch(o));
+  ASSERT_OK_AND_ASSIGN(Calibration c, alg->Calibrate(InfoFor(d), Target(10)));
+  SeededRandomForTesting rng(3);
+  Recorder rec;
+  SolveContext ctx(&rng, &rec);
+  SolveContextTestPeer::DisableNoise(ctx);
+  ZeroSvtNoiseForTesting zero;
+  LineSearchRunStats stats;
+  ASSERT_OK_AND_ASSIGN(SolveResult r,
+                       RunDpLineSearch(o, d, c, ctx, zero, &stats));
+  ASSERT_OK_AND_ASSIGN(auto obj, Objective::Create(o.model, 3));
+  ASSERT_GE(rec.iterates.size(), 10u);
+  // (Exact Armijo steps of one Gaussian search: svt_line_search_test.)
+  double prev = obj->Loss(d, Eigen::VectorXd::Zero(3));
+  for (const auto& w : rec.iterates) {
+    const double now = obj->Loss(d, w);
+    EXPECT_LE(now, prev + 1e-12);
+    prev = now;
+  }
+  EXPECT_LT(prev, 0.9 * std::log(2.0));
+  EXPECT_EQ(stats.accepted_steps, static_cast<int64_t>(rec.iterates.size()));
+  EXPECT_GT(stats.final_rho_bt, 0);
+  EXPECT_EQ(stats.final_eps_bt, 0);
+  EXPECT_GT(obj->Accuracy(d, r.model.weights), 0.9);
+}
+
+// Spec §5 items 12, 14, 21 with the Gaussian search, adversarially failing:
+// CHEB raises rho_g or rho_BT, the job filter stops the run, and the spend
+// stays within the reservation at every ledger order.
+TEST(DpLineSearchGaussianTest, AdversarialSearchesStayWithinReservation) {
+  Dataset d = Blobs(500, 4);
+  for (const auto& [v, q] :
+       {std::pair{Variant::kBlsgd, 0.5}, std::pair{Variant::kBlgd, 1.0}}) {
+    DpLineSearchOptions o = GaussianOptions(v, q);
+    o.planned_iterations = 10;
+    ASSERT_OK_AND_ASSIGN(auto alg, NewDpLineSearch(o));
+    ASSERT_OK_AND_ASSIGN(Calibration c, alg->Calibrate(InfoFor(d), Target(3)));
+    SeededRandomForTesting rng(5);
+    SolveContext ctx(&rng, nullptr);
+    AlwaysBelow below;
+    LineSearchRunStats stats;
+    ASSERT_OK_AND_ASSIGN(SolveResult r,
+                         RunDpLineSearch(o, d, c, ctx, below, &stats));
+    EXPECT_TRUE(r.budget_exhausted);
+    EXPECT_EQ(r.model.weights, Eigen::VectorXd::Zero(3));
+    EXPECT_GT(stats.line_searches, 1);
+    EXPECT_TRUE(
+        Contains(r.spent, privacy::DpEvent::Kind::kGaussianSparseVector));
+    EXPECT_FALSE(Contains(r.spent, privacy::DpEvent::Kind::kSparseVector));
+    const auto orders = JobPrivacyFilter::LedgerOrders();
+    ASSERT_OK_AND_ASSIGN(auto spent, privacy::ComputeRdp(r.spent, orders));
+    ASSERT_OK_AND_ASSIGN(auto reserved, privacy::ComputeRdp(c.event, orders));
+    for (size_t i = 0; i < orders.size(); ++i) {
+      EXPECT_LE(spent[i], reserved[i]) << "order " << orders[i];
+    }
+    int64_t count = 0;
+    for (const auto& part : r.spent.events()) {
+      count += part.kind() == privacy::DpEvent::Kind::kSelfComposed
+                   ? part.count()
+                   : 1;
+    }
+    EXPECT_EQ(count, stats.gradient_releases + stats.line_searches);
+    ASSERT_OK_AND_ASSIGN(
+        auto eps,
+        privacy::ComputeEpsilon(r.spent, 1e-8, privacy::AccountantKind::kRdp));
+    EXPECT_LE(eps.epsilon, 3);
+  }
+}
+
+// A subsampled Gaussian-search run is deterministic under a seed and learns.
+TEST(DpLineSearchGaussianTest, SubsampledRunLearns) {
+  Dataset d = Blobs(4000, 6);
+  DpLineSearchOptions o = GaussianOptions(Variant::kBlsgd, 0.2);
+  o.planned_iterations = 20;
+  ASSERT_OK_AND_ASSIGN(auto alg, NewDpLineSearch(o));
+  ASSERT_OK_AND_ASSIGN(Calibration c, alg->Calibrate(InfoFor(d), Target(4)));
+  SolveResult runs[2];
+  for (int k = 0; k < 2; ++k) {
+    SeededRandomForTesting rng(11);
+    SolveContext ctx(&rng, nullptr);
+    ASSERT_OK_AND_ASSIGN(
+        runs[k], RunDpLineSearch(o, d, c, ctx, SecureSvtNoise(), nullptr));
+  }
+  EXPECT_EQ(runs[0].model.weights, runs[1].model.weights);
+  EXPECT_EQ(runs[0].spent.ToJson(), runs[1].spent.ToJson());
+  ASSERT_OK_AND_ASSIGN(auto obj, Objective::Create(o.model, 3));
+  EXPECT_GT(obj->Accuracy(d, runs[0].model.weights), 0.8);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Spec §5 items 1-5 (NOISYBTLS) and the oracle's charge-first contract.
 #include "core/optim/seed003/svt_line_search.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "core/noise/testing/seeded_random.h"
 #include "core/optim/seed003/rdp_curves.h"
 #include "core/optim/seed003/testing/no_svt_noise.h"
+#include "core/privacy/rdp.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/status_matchers.h"
@@ -230,6 +232,124 @@ TEST(LineSearchOracleTest, EventIsSampledSparseVector) {
                    0.1, privacy::DpEvent::SparseVector(0.01)));
   ASSERT_OK_AND_ASSIGN(e, LaplaceSvtEvent(0.01, 1.0));
   EXPECT_EQ(e, privacy::DpEvent::SparseVector(0.01));
+}
+
+// The Gaussian line search's charge: spec §3.5 Gaussian NOISYBTLS,
+// raw(alpha) = (4/3) alpha rho_BT + log(max_it + 1) / (alpha - 1), with the
+// multipliers of PlanGaussianSvt (Thm 3 calibration).
+TEST(LineSearchOracleTest, GaussianEventIsZhuWangCurve) {
+  const double rho = 0.003;
+  ASSERT_OK_AND_ASSIGN(privacy::DpEvent e, GaussianSvtEvent(rho, 15, 1.0));
+  ASSERT_EQ(e.kind(), privacy::DpEvent::Kind::kGaussianSparseVector);
+  ASSERT_OK_AND_ASSIGN(SvtPlan plan, PlanGaussianSvt(1.0, rho));
+  const double dg = static_cast<double>(plan.sensitivity_in_grid_units);
+  EXPECT_NEAR(e.threshold_noise_multiplier(), plan.threshold_scale / dg,
+              1e-12 * e.threshold_noise_multiplier());
+  EXPECT_NEAR(e.query_noise_multiplier(), plan.query_scale / dg,
+              1e-12 * e.query_noise_multiplier());
+  EXPECT_EQ(e.max_queries(), 15);
+  const std::vector<double> orders = {2, 3, 10, 100, 3724};
+  ASSERT_OK_AND_ASSIGN(std::vector<double> r, privacy::ComputeRdp(e, orders));
+  for (size_t i = 0; i < orders.size(); ++i) {
+    const double a = orders[i];
+    const double spec = 4.0 / 3 * a * rho + std::log(16.0) / (a - 1);
+    EXPECT_NEAR(r[i], spec, 1e-12 * spec) << a;
+    EXPECT_EQ(r[i], SoundGaussianSvt(a, e.threshold_noise_multiplier(),
+                                     e.query_noise_multiplier(), 16));
+  }
+  ASSERT_OK_AND_ASSIGN(e, GaussianSvtEvent(rho, 15, 0.1));
+  ASSERT_EQ(e.kind(), privacy::DpEvent::Kind::kPoissonSampled);
+  EXPECT_EQ(e.sampling_probability(), 0.1);
+  EXPECT_EQ(e.inner().kind(), privacy::DpEvent::Kind::kGaussianSparseVector);
+  EXPECT_THAT(GaussianSvtEvent(0, 15, 0.1).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(GaussianSvtEvent(rho, 0, 0.1).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  // SvtQuery selects the event by its noise kind.
+  SvtQuery q;
+  q.clip_objective = 1;
+  q.sampling_rate = 0.1;
+  q.noise = SvtNoiseKind::kGaussian;
+  q.rho = rho;
+  LineSearchOptions o;
+  o.max_candidates = 7;
+  ASSERT_OK_AND_ASSIGN(privacy::DpEvent via, SvtQueryEvent(q, o));
+  ASSERT_OK_AND_ASSIGN(privacy::DpEvent direct, GaussianSvtEvent(rho, 7, 0.1));
+  EXPECT_EQ(via, direct);
+  q.rho = 0;
+  EXPECT_THAT(SvtQueryEvent(q, o).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+class RecordingBudget final : public ReleaseBudget {
+ public:
+  absl::Status Charge(const privacy::DpEvent& e) override {
+    charged.push_back(e);
+    return absl::OkStatus();
+  }
+  privacy::DpEvent Spent() const override { return privacy::DpEvent::NoOp(); }
+  std::vector<privacy::DpEvent> charged;
+};
+
+// Spec §5 item 1 through the oracle with the Gaussian search: noise off, it
+// returns the first candidate satisfying the Armijo inequality on the
+// clipped batch objective, and charges the Gaussian sparse vector once.
+TEST(LineSearchOracleTest, GaussianNoiseOffGivesExactArmijoStep) {
+  std::mt19937_64 gen(3);
+  std::normal_distribution<double> normal(0, 1);
+  Eigen::MatrixXd x(50, 2);
+  Eigen::VectorXd y(50);
+  for (int i = 0; i < 50; ++i) {
+    x(i, 0) = 1;
+    x(i, 1) = std::clamp(0.5 + 0.2 * normal(gen), 0.0, 1.0);
+    y[i] = 1;  // -g below is then a descent direction
+  }
+  Dataset data = Dataset::Dense(x, y, LabelKind::kBinary, 2);
+  ModelConfig config;
+  config.loss = LossKind::kLogistic;
+  config.l2 = 0.001;
+  ASSERT_OK_AND_ASSIGN(auto objective, Objective::Create(config, 2));
+  SeededRandomForTesting rng(9);
+  ZeroSvtNoiseForTesting zero;
+  RecordingBudget budget;
+  ASSERT_OK_AND_ASSIGN(
+      auto oracle,
+      LineSearchOracle::Create(data, *objective, 50, rng, zero, budget));
+  SvtQuery q;
+  q.clip_objective = 1;
+  q.sampling_rate = 1;
+  q.noise = SvtNoiseKind::kGaussian;
+  q.rho = 0.01;
+  LineSearchOptions o;  // eta0 2, beta 0.8, max_it 15, c_A 0.5
+  o.initial_step = 50;  // force some backtracking
+  const Eigen::VectorXd w = Eigen::VectorXd::Zero(2);
+  Eigen::VectorXd g(2);
+  g << -0.3, -0.4;
+  ASSERT_OK_AND_ASSIGN(LineSearchResult r, oracle->Search(q, w, g, o));
+  ASSERT_EQ(budget.charged.size(), 1u);
+  ASSERT_OK_AND_ASSIGN(privacy::DpEvent want, GaussianSvtEvent(0.01, 15, 1));
+  EXPECT_EQ(budget.charged[0], want);
+  std::vector<int64_t> all(50);
+  for (int i = 0; i < 50; ++i) all[i] = i;
+  const double m = 50;
+  auto f = [&](const Eigen::VectorXd& v) {
+    return ClippedBatchObjective(*objective, data, all, 1, m, v);
+  };
+  // The expected step: the first candidate with F(w) - F(w - eta g) >=
+  // c_A eta m ||g||^2 (up to the query grid, far below these margins).
+  double eta = o.initial_step, expect = 0;
+  for (int i = 0; i < o.max_candidates; ++i, eta *= o.shrink) {
+    if (f(w) - f(w - eta * g) >= o.armijo * eta * m * g.squaredNorm()) {
+      expect = eta;
+      break;
+    }
+  }
+  ASSERT_GT(expect, 0);
+  ASSERT_LT(expect, o.initial_step);
+  EXPECT_TRUE(r.accepted);
+  EXPECT_DOUBLE_EQ(r.step, expect);
+  EXPECT_EQ(zero.threshold_draws(), 1);
+  EXPECT_EQ(zero.query_draws(), r.candidates);
 }
 
 }  // namespace
