@@ -67,7 +67,7 @@ int64_t Charges(TestServer& s) {
 class Seed003IntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(s_.Import(Header("blobs", false), Blobs(3000)).ok());
+    ASSERT_TRUE(s_.Import(Header("blobs", false), Blobs(20000)).ok());
     ASSERT_TRUE(s_.Import(Header("blobs-test", true), Blobs(600)).ok());
   }
   TestServer s_;
