@@ -24,7 +24,10 @@ import time
 import grpc
 import numpy as np
 
-DATA = "/work/shared/data"
+# Vendored copies of the shared datasets (data/README.md); DPOPT_DATA overrides.
+DATA = os.environ.get(
+    "DPOPT_DATA",
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data"))
 EPSILONS = [0.05, 0.1, 0.2, 0.4, 0.8, 1.6]
 DELTA = 1e-8
 MU = 0.001
