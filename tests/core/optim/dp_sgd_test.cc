@@ -263,7 +263,9 @@ TEST(PrivateOracleTest, ClipsEveryExampleToC) {
           << LossName(loss) << " trial " << trial;
       EXPECT_LE(g.norm(), clip * (1 + 1e-12));
       // Same direction as the raw gradient.
-      if (raw.norm() > 0) EXPECT_NEAR(g.dot(raw), g.norm() * raw.norm(), 1e-9);
+      if (raw.norm() > 0) {
+        EXPECT_NEAR(g.dot(raw), g.norm() * raw.norm(), 1e-9);
+      }
       // The single planned release is spent.
       EXPECT_THAT(oracle->GaussianGradient(query, w, &g),
                   StatusIs(absl::StatusCode::kResourceExhausted));

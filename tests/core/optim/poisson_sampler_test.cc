@@ -77,7 +77,9 @@ TEST(PoissonSamplerTest, RateAndBitsUsed) {
     // Expected digits per row: < 2 + 53 q 2^Z <= 2 + 53 (leading zeros
     // resolve in ~2 digits; the mantissa is only reached w.p. q 2^-Z... ).
     // At q = 0.01 that is ~2.8 digits: far below 64 bits per row.
-    if (q == 0.01) EXPECT_LT(rng.draws * 64, 4 * n);
+    if (q == 0.01) {
+      EXPECT_LT(rng.draws * 64, 4 * n);
+    }
   }
   // q = 1: every row, no draws.
   noise::testing::SeededRandomForTesting seeded(1);

@@ -119,7 +119,9 @@ TEST(NoiseDividing, SingleStageGeometricGrowth) {
   double sum = 0;
   for (int t = 0; t < 100; ++t) {
     sum += w[t];
-    if (t > 0) EXPECT_NEAR(w[t] / w[t - 1], ratio, 1e-12);
+    if (t > 0) {
+      EXPECT_NEAR(w[t] / w[t - 1], ratio, 1e-12);
+    }
   }
   EXPECT_NEAR(sum, 1, 1e-12);
 }
