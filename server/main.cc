@@ -7,6 +7,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "server/server.h"
 
 ABSL_FLAG(std::string, db, "dpopt.db",
@@ -22,8 +24,15 @@ void OnSignal(int sig) { g_signal = sig; }
 }  // namespace
 
 int main(int argc, char** argv) {
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view path) {
+    return absl::StrContains(path, "server/main.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  usage.version_string = [] { return std::string("dpopt-server 0.1.0\n"); };
+  absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
-      "dpopt-server: differentially private optimization service.\n"
+      "differentially private optimization service.\n"
       "Holds datasets and a persistent privacy ledger in SQLite and runs DP\n"
       "optimization jobs submitted over gRPC (see `dpopt --help`).\n\n"
       "usage: dpopt-server [--db=PATH] [--listen=HOST:PORT] [--workers=N] "
