@@ -79,6 +79,18 @@ bool IsPowerOfTwo(double g) {
   return std::isfinite(g) && g > 0 && std::frexp(g, &e) == 0.5;
 }
 
+// Checks shared by AddGaussianNoise and AddLaplaceNoise.
+absl::Status CheckVectorAndGrid(int64_t size, int64_t dimension, double grid) {
+  if (size != dimension) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "vector has dimension ", size, ", plan expects ", dimension));
+  }
+  if (!IsPowerOfTwo(grid)) {
+    return absl::InvalidArgumentError("plan grid is not a power of two");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<GaussianPlan> PlanGaussian(double l2_sensitivity,
@@ -111,13 +123,7 @@ absl::StatusOr<GaussianPlan> PlanGaussian(double l2_sensitivity,
 
 absl::Status AddGaussianNoise(const GaussianPlan& plan, RandomSource& rng,
                               Eigen::Ref<Eigen::VectorXd> v) {
-  if (v.size() != plan.dimension) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vector has dimension ", v.size(), ", plan expects ", plan.dimension));
-  }
-  if (!IsPowerOfTwo(plan.grid)) {
-    return absl::InvalidArgumentError("plan grid is not a power of two");
-  }
+  RETURN_IF_ERROR(CheckVectorAndGrid(v.size(), plan.dimension, plan.grid));
   ASSIGN_OR_RETURN(const DiscreteGaussianSampler sampler,
                    DiscreteGaussianSampler::Create(plan.sigma_in_grid_units));
   if (sampler.sigma() != plan.sigma_in_grid_units) {
@@ -156,13 +162,7 @@ absl::StatusOr<LaplacePlan> PlanLaplace(double l1_sensitivity,
 
 absl::Status AddLaplaceNoise(const LaplacePlan& plan, RandomSource& rng,
                              Eigen::Ref<Eigen::VectorXd> v) {
-  if (v.size() != plan.dimension) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vector has dimension ", v.size(), ", plan expects ", plan.dimension));
-  }
-  if (!IsPowerOfTwo(plan.grid)) {
-    return absl::InvalidArgumentError("plan grid is not a power of two");
-  }
+  RETURN_IF_ERROR(CheckVectorAndGrid(v.size(), plan.dimension, plan.grid));
   ASSIGN_OR_RETURN(const DiscreteLaplaceSampler sampler,
                    DiscreteLaplaceSampler::Create(plan.scale_in_grid_units));
   if (sampler.scale() != plan.scale_in_grid_units) {
