@@ -87,6 +87,26 @@ class AlwaysBelow final : public SvtNoise {
   }
 };
 
+// Spend never above the reservation, at every ledger order, and one charge
+// per data access (gradients + searches), read back from the spent
+// composition.
+void ExpectSpendWithinReservation(const privacy::DpEvent& spent_event,
+                                  const privacy::DpEvent& reservation,
+                                  int64_t data_accesses) {
+  const auto orders = JobPrivacyFilter::LedgerOrders();
+  ASSERT_OK_AND_ASSIGN(auto spent, privacy::ComputeRdp(spent_event, orders));
+  ASSERT_OK_AND_ASSIGN(auto reserved, privacy::ComputeRdp(reservation, orders));
+  for (size_t i = 0; i < orders.size(); ++i) {
+    EXPECT_LE(spent[i], reserved[i]) << "order " << orders[i];
+  }
+  int64_t count = 0;
+  for (const auto& part : spent_event.events()) {
+    count +=
+        part.kind() == privacy::DpEvent::Kind::kSelfComposed ? part.count() : 1;
+  }
+  EXPECT_EQ(count, data_accesses);
+}
+
 TEST(DpLineSearchTest, CalibrationReservesTheTargetExactly) {
   Dataset d = Blobs(1000, 1);
   for (Variant v : {Variant::kBlsgd, Variant::kBlsgdAc}) {
@@ -180,22 +200,8 @@ TEST(DpLineSearchTest, AdversarialSearchesExhaustTheReservationCleanly) {
     } else {
       EXPECT_EQ(stats.clip_decays, 0);
     }
-    // Spend never above the reservation, at every ledger order.
-    const auto orders = JobPrivacyFilter::LedgerOrders();
-    ASSERT_OK_AND_ASSIGN(auto spent, privacy::ComputeRdp(r.spent, orders));
-    ASSERT_OK_AND_ASSIGN(auto reserved, privacy::ComputeRdp(c.event, orders));
-    for (size_t i = 0; i < orders.size(); ++i) {
-      EXPECT_LE(spent[i], reserved[i]) << "order " << orders[i];
-    }
-    // One charge per data access (gradients + searches), read back from the
-    // spent composition.
-    int64_t count = 0;
-    for (const auto& part : r.spent.events()) {
-      count += part.kind() == privacy::DpEvent::Kind::kSelfComposed
-                   ? part.count()
-                   : 1;
-    }
-    EXPECT_EQ(count, stats.gradient_releases + stats.line_searches);
+    ExpectSpendWithinReservation(r.spent, c.event,
+                                 stats.gradient_releases + stats.line_searches);
     ASSERT_OK_AND_ASSIGN(
         auto eps,
         privacy::ComputeEpsilon(r.spent, 1e-8, privacy::AccountantKind::kRdp));
@@ -340,19 +346,8 @@ TEST(DpLineSearchGaussianTest, AdversarialSearchesStayWithinReservation) {
     EXPECT_TRUE(
         Contains(r.spent, privacy::DpEvent::Kind::kGaussianSparseVector));
     EXPECT_FALSE(Contains(r.spent, privacy::DpEvent::Kind::kSparseVector));
-    const auto orders = JobPrivacyFilter::LedgerOrders();
-    ASSERT_OK_AND_ASSIGN(auto spent, privacy::ComputeRdp(r.spent, orders));
-    ASSERT_OK_AND_ASSIGN(auto reserved, privacy::ComputeRdp(c.event, orders));
-    for (size_t i = 0; i < orders.size(); ++i) {
-      EXPECT_LE(spent[i], reserved[i]) << "order " << orders[i];
-    }
-    int64_t count = 0;
-    for (const auto& part : r.spent.events()) {
-      count += part.kind() == privacy::DpEvent::Kind::kSelfComposed
-                   ? part.count()
-                   : 1;
-    }
-    EXPECT_EQ(count, stats.gradient_releases + stats.line_searches);
+    ExpectSpendWithinReservation(r.spent, c.event,
+                                 stats.gradient_releases + stats.line_searches);
     ASSERT_OK_AND_ASSIGN(
         auto eps,
         privacy::ComputeEpsilon(r.spent, 1e-8, privacy::AccountantKind::kRdp));
