@@ -181,8 +181,8 @@ absl::StatusOr<JobManager::Prepared> JobManager::Prepare(
       target.accountant == privacy::AccountantKind::kPld) {
     return absl::UnimplementedError(absl::StrCat(
         calibration.status().message(),
-        ". The PLD accountant cannot price this algorithm's (discrete) "
-        "noise; use \"accountant\": \"ACCOUNTANT_RDP\""));
+        ". The PLD accountant cannot price this algorithm's mechanisms; use "
+        "\"accountant\": \"ACCOUNTANT_RDP\""));
   }
   if (!calibration.ok()) return calibration.status();
   p.calibration = *std::move(calibration);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
 #include "core/noise/discrete_samplers.h"
+#include "core/noise/rounded_gaussian.h"
 
 namespace dpopt::noise {
 namespace {
@@ -56,7 +57,7 @@ absl::Status RoundToGrid(Eigen::Ref<const Eigen::VectorXd> v, double grid,
 }
 
 template <typename Sampler>
-absl::Status AddNoise(const Sampler& sampler, double grid, RandomSource& rng,
+absl::Status AddNoise(Sampler& sampler, double grid, RandomSource& rng,
                       Eigen::Ref<Eigen::VectorXd> v) {
   std::vector<int64_t> units;
   RETURN_IF_ERROR(RoundToGrid(v, grid, units));
@@ -114,9 +115,9 @@ absl::StatusOr<GaussianPlan> PlanGaussian(double l2_sensitivity,
       kRoundUp;
   const double sigma_units =
       noise_multiplier * plan.effective_sensitivity * kRoundUp / plan.grid;
-  ASSIGN_OR_RETURN(const DiscreteGaussianSampler sampler,
-                   DiscreteGaussianSampler::Create(sigma_units));
-  plan.sigma_in_grid_units = sampler.sigma();  // >= sigma_units, exact.
+  ASSIGN_OR_RETURN(const RoundedGaussianSampler sampler,
+                   RoundedGaussianSampler::Create(sigma_units));
+  plan.sigma_in_grid_units = sampler.tau();  // >= sigma_units, exact.
   plan.sigma = plan.sigma_in_grid_units * plan.grid;
   return plan;
 }
@@ -124,9 +125,9 @@ absl::StatusOr<GaussianPlan> PlanGaussian(double l2_sensitivity,
 absl::Status AddGaussianNoise(const GaussianPlan& plan, RandomSource& rng,
                               Eigen::Ref<Eigen::VectorXd> v) {
   RETURN_IF_ERROR(CheckVectorAndGrid(v.size(), plan.dimension, plan.grid));
-  ASSIGN_OR_RETURN(const DiscreteGaussianSampler sampler,
-                   DiscreteGaussianSampler::Create(plan.sigma_in_grid_units));
-  if (sampler.sigma() != plan.sigma_in_grid_units) {
+  ASSIGN_OR_RETURN(RoundedGaussianSampler sampler,
+                   RoundedGaussianSampler::Create(plan.sigma_in_grid_units));
+  if (sampler.tau() != plan.sigma_in_grid_units) {
     return absl::InvalidArgumentError(
         "plan sigma_in_grid_units is not an exact sampler scale; use "
         "PlanGaussian");
@@ -163,7 +164,7 @@ absl::StatusOr<LaplacePlan> PlanLaplace(double l1_sensitivity,
 absl::Status AddLaplaceNoise(const LaplacePlan& plan, RandomSource& rng,
                              Eigen::Ref<Eigen::VectorXd> v) {
   RETURN_IF_ERROR(CheckVectorAndGrid(v.size(), plan.dimension, plan.grid));
-  ASSIGN_OR_RETURN(const DiscreteLaplaceSampler sampler,
+  ASSIGN_OR_RETURN(DiscreteLaplaceSampler sampler,
                    DiscreteLaplaceSampler::Create(plan.scale_in_grid_units));
   if (sampler.scale() != plan.scale_in_grid_units) {
     return absl::InvalidArgumentError(

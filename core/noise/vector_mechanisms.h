@@ -1,17 +1,21 @@
 // Additive noise for vector-valued queries (gradients), through exact
-// discrete samplers on a power-of-two grid (design.md §5; Mironov 2012 for
-// why floating-point noise leaks; Canonne, Kamath, Steinke 2020 for the
-// samplers).
+// samplers on a power-of-two grid (design.md §5; Mironov 2012 for why
+// floating-point noise leaks).
 //
 // Gaussian: the value is rounded coordinate-wise to the nearest point of the
 // grid g = 2^k; two neighbouring values at L2 distance <= s are at distance
 // <= s + g*sqrt(d) after rounding, so the mechanism's effective sensitivity is
-// s_eff = s + g*sqrt(d) (rounded up in floating point). Discrete Gaussian
-// noise with scale sigma >= noise_multiplier * s_eff (in grid units
-// sigma/g, an exact dyadic rational, see discrete_samplers.h) is then added.
-// The DP event to charge is DpEvent::DiscreteGaussian(noise_multiplier,
-// sigma/g, d) (see core/privacy/dp_event.h); since sigma/s_eff >=
-// noise_multiplier, charging noise_multiplier is conservative.
+// s_eff = s + g*sqrt(d) (rounded up in floating point). Then each coordinate
+// gets round(tau * Z), Z ~ N(0, 1), with tau = sigma/g >= noise_multiplier *
+// s_eff / g an exact dyadic rational, sampled exactly (RoundedGaussianSampler,
+// Karney 2016). Since the rounded value is an integer, the release
+// round_g(v) + g round(tau Z) = g round(round_g(v)/g + tau Z) is a
+// post-processing of the continuous Gaussian mechanism round_g(v) + sigma Z
+// with sensitivity s_eff and sigma >= noise_multiplier * s_eff: the DP event
+// to charge is DpEvent::Gaussian(noise_multiplier), and every continuous-
+// Gaussian analysis (tight Poisson-subsampled RDP, PLD) applies as proven.
+// (The discrete Gaussian of CKS 2020 would need its own subsampled analysis,
+// which is not known to match the continuous one.)
 //
 // Laplace: likewise with the L1 sensitivity, s_eff = s + g*d, and
 // per-coordinate discrete Laplace noise (pmf proportional to exp(-|x|/b) on
@@ -57,9 +61,10 @@ absl::StatusOr<GaussianPlan> PlanGaussian(double l2_sensitivity,
                                           double noise_multiplier,
                                           int64_t dimension);
 
-// v <- round_to_grid(v) + discrete Gaussian noise (per coordinate, scale
-// plan.sigma). REQUIRES: v.size() == plan.dimension. Returns the RNG's error
-// if it failed (then v must not be published).
+// v <- round_to_grid(v) + g * round(tau Z) per coordinate (tau =
+// plan.sigma_in_grid_units, so the noise has scale plan.sigma). REQUIRES:
+// v.size() == plan.dimension. Returns the RNG's error if it failed (then v must
+// not be published).
 absl::Status AddGaussianNoise(const GaussianPlan& plan, RandomSource& rng,
                               Eigen::Ref<Eigen::VectorXd> v);
 

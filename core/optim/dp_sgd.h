@@ -1,14 +1,14 @@
 // DP-GD / DP-SGD (Abadi et al. 2016, with Poisson subsampling by the server
-// and discrete Gaussian noise; issue 2 "core/").
+// and exactly sampled rounded Gaussian noise; issue 2 "core/").
 //
 // Per step t (see PrivateGradientOracle for the exact release):
-//   g_t = (sum_{i in B_t} clip_C(grad loss_i(w_t)) + N_Z(0, sigma^2 I))
+//   g_t = (sum_{i in B_t} clip_C(grad loss_i(w_t)) + g round(N(0, tau^2 I)))
 //         / (q n) + l2 w_t,       B_t ~ Poisson(q) over the rows,
 //   v_t = beta v_{t-1} + g_t,  w_{t+1} = prox_{lr l1 ||.||_1}(w_t - lr v_t),
 // from w_0 = 0. q = 1 is DP-GD (full batch, no sampling).
 //
 // Privacy: Calibrate() picks the smallest noise multiplier z such that
-//   SelfComposed(T, PoissonSampled(q, DiscreteGaussian(z, sigma/g, p)))
+//   SelfComposed(T, PoissonSampled(q, Gaussian(z)))
 // (no PoissonSampled when q = 1) is (epsilon, delta)-DP under add/remove for
 // the target's accountant, p = number of parameters. For a dataset declared
 // replace-one, the add/remove target is (epsilon/2, delta/(1 + e^{epsilon/2}))

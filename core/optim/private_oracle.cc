@@ -74,8 +74,11 @@ absl::StatusOr<privacy::DpEvent> GaussianGradientEvent(
   ASSIGN_OR_RETURN(noise::GaussianPlan plan,
                    noise::PlanGaussian(query.clip_norm, query.noise_multiplier,
                                        parameter_size));
-  privacy::DpEvent inner = privacy::DpEvent::DiscreteGaussian(
-      query.noise_multiplier, plan.sigma_in_grid_units, parameter_size);
+  // The release is a post-processing of the continuous Gaussian mechanism
+  // with sensitivity plan.effective_sensitivity and sigma >= z times it
+  // (noise/vector_mechanisms.h), so it is charged as Gaussian(z).
+  (void)plan;
+  privacy::DpEvent inner = privacy::DpEvent::Gaussian(query.noise_multiplier);
   if (query.sampling_rate == 1.0) return inner;
   return privacy::DpEvent::PoissonSampled(query.sampling_rate,
                                           std::move(inner));

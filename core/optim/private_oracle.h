@@ -12,12 +12,13 @@
 //      g_i <- g_i * min(1, C / ||g_i||_2).
 //   3. S = sum of clipped g_i; under add/remove one row ||S - S'||_2 <= C.
 //   4. Noise on the SUM through noise::AddGaussianNoise with
-//      plan = noise::PlanGaussian(C, z, p) (discrete Gaussian on a
-//      power-of-two grid; the grid rounding is in the plan's sensitivity).
+//      plan = noise::PlanGaussian(C, z, p) (the exactly sampled rounded
+//      continuous Gaussian on a power-of-two grid, a post-processing of the
+//      Gaussian mechanism; the grid rounding is in the plan's sensitivity).
 //   5. Normalisation by the PUBLIC expected batch size q * n (post-
 //      processing), then the data-independent regularizer gradient l2 * w.
 // The DP event of one release is
-//   PoissonSampled(q, DiscreteGaussian(z, plan.sigma_in_grid_units, p)),
+//   PoissonSampled(q, Gaussian(z)),
 // without the PoissonSampled wrapper when q == 1 (GaussianGradientEvent()).
 //
 // Laplace gradient release (seed 002's pure-DP family): the same with
@@ -62,7 +63,7 @@ class NoiseAdder {
                                   Eigen::Ref<Eigen::VectorXd> v) const = 0;
 };
 
-// noise::AddGaussianNoise / noise::AddLaplaceNoise (exact discrete samplers).
+// noise::AddGaussianNoise / noise::AddLaplaceNoise (exact samplers).
 const NoiseAdder& SecureNoise();
 
 struct GaussianGradientQuery {

@@ -192,6 +192,49 @@ TEST_F(SmallDatasetTest, OverBudgetIsRefusedWithNothingCharged) {
   EXPECT_FALSE(est.admissible());
 }
 
+// Gradient noise is a post-processing of the continuous Gaussian mechanism,
+// so a job may ask for the PLD accountant: it calibrates less noise than RDP
+// for the same target, runs, and the ledger records "pld" and the Gaussian
+// event it charged.
+TEST_F(SmallDatasetTest, PldAccountantPricesDpSgdJobs) {
+  auto spec_with = [&](const char* accountant) {
+    return ParseSpec(absl::StrFormat(R"json({
+      "dataset": "small", "model": {"logistic_regression": {"l2": 0.001}},
+      "privacy": {"epsilon": 0.5, "delta": 1e-6, "accountant": "%s"},
+      "algorithm": {"dp_sgd": {"sampling_rate": 0.05, "steps": 200,
+                               "clip_norm": 1.0, "learning_rate": 0.1}}})json",
+                                     accountant));
+  };
+  v1::JobEstimate rdp, pld;
+  ASSERT_TRUE(Estimate(s_, spec_with("ACCOUNTANT_RDP"), &rdp).ok());
+  grpc::Status st = Estimate(s_, spec_with("ACCOUNTANT_PLD"), &pld);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_TRUE(pld.admissible());
+  EXPECT_LT(pld.calibration().noise_multiplier(),
+            rdp.calibration().noise_multiplier());
+  EXPECT_LE(pld.cost().epsilon(), 0.5);
+
+  v1::Job job;
+  st = Submit(s_, spec_with("ACCOUNTANT_PLD"), &job);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  v1::Job done = s_.WaitForJob(job.id());
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.message();
+
+  grpc::ClientContext ctx;
+  v1::ListLedgerRequest req;
+  req.set_dataset("small");
+  v1::ListLedgerResponse ledger;
+  ASSERT_TRUE(s_.budget().ListLedger(&ctx, req, &ledger).ok());
+  ASSERT_EQ(ledger.entries_size(), 1);
+  const v1::LedgerEntry& entry = ledger.entries(0);
+  EXPECT_EQ(entry.accountant(), "pld");
+  EXPECT_LE(entry.epsilon(), 0.5 + 1e-9);
+  EXPECT_THAT(entry.event_json(), HasSubstr("\"poisson_sampled\""));
+  EXPECT_THAT(entry.event_json(), HasSubstr("\"gaussian\""));
+  EXPECT_THAT(entry.event_json(),
+              ::testing::Not(HasSubstr("discrete_gaussian")));
+}
+
 TEST_F(SmallDatasetTest, BadRequestsGetClearCodesAndChargeNothing) {
   struct Case {
     std::string name;

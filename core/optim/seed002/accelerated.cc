@@ -209,7 +209,7 @@ class Accelerated final : public Algorithm {
     const privacy::DpEvent& mech =
         (!replace_one && q < 1 && e.kind() == K::kPoissonSampled) ? e.inner()
                                                                   : e;
-    const K want = laplace ? K::kDiscreteLaplace : K::kDiscreteGaussian;
+    const K want = laplace ? K::kDiscreteLaplace : K::kGaussian;
     if (mech.kind() != want) {
       return absl::FailedPreconditionError(
           "calibration event does not match the planned releases");
@@ -229,10 +229,7 @@ class Accelerated final : public Algorithm {
     if (replace_one) {
       expected =
           laplace ? privacy::DpEvent::DiscreteLaplace(mech.noise_multiplier())
-                  : privacy::DpEvent::DiscreteGaussian(
-                        mech.noise_multiplier(),
-                        sq.oracle_event.sigma_in_grid_units(),
-                        sq.oracle_event.dimension());
+                  : privacy::DpEvent::Gaussian(mech.noise_multiplier());
     }
     if (!(expected == e)) {
       return absl::FailedPreconditionError(

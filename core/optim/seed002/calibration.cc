@@ -71,8 +71,9 @@ absl::StatusOr<StepRelease> GaussianStep(double z, double q, double clip,
     ASSIGN_OR_RETURN(
         privacy::DpEvent ar,
         GaussianGradientEvent({1.0, clip, r.oracle_multiplier}, p));
-    r.event = privacy::DpEvent::DiscreteGaussian(z, ar.sigma_in_grid_units(),
-                                                 ar.dimension());
+    (void)
+        ar;  // Validates the plan; the event is Gaussian(2z) under add/remove.
+    r.event = privacy::DpEvent::Gaussian(z);
     return r;
   }
   r.oracle_multiplier = z;

@@ -23,8 +23,10 @@
 //        sensitivity 2C + g p <= 2 (C + g p); the oracle is asked for the
 //        add/remove multiplier 2 / eps_t (group privacy, size 2).
 //  * Gaussian (spec §7 C1, an extension not in the paper): per-example L2
-//    clipping to C and discrete Gaussian noise with multiplier z_t, the same
-//    relation rules; (epsilon, delta) from the target's accountant.
+//    clipping to C and exactly sampled rounded Gaussian noise with multiplier
+//    z_t, charged as Gaussian(z_t) (a post-processing of the continuous
+//    Gaussian mechanism, noise/vector_mechanisms.h), the same relation
+//    rules; (epsilon, delta) from the target's accountant.
 //
 // Budget split (the job's total epsilon):
 //  * uniform (DP-GD, DP-HB, DP-NAG, DP-MASG): eps_t = eps / T (Prop. 3.1).

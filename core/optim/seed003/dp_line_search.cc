@@ -369,12 +369,13 @@ absl::StatusOr<privacy::DpEvent> ReservationEvent(
       GaussianGradientEvent({options.sampling_rate, options.clip_grad, z},
                             parameter_size));
   // The gradient part is reserved WITHOUT amplification credit (the inner,
-  // unsampled discrete Gaussian): the RDP accountant's generic Zhu-Wang bound
-  // for a Poisson-sampled discrete Gaussian is not capped by the raw curve and
-  // is far above it at small budgets (spec §1.3 a/b), so a sampled
-  // reservation cannot even reach small targets. Reserving the raw curve is a
-  // valid upper bound; the job filter prices each sampled release at
-  // min(amplified, raw) <= raw. Revisit once core/privacy caps it.
+  // unsampled Gaussian): the reservation is T ideal iterations at the
+  // initial budgets (spec §2.10), while CHEB may later raise rho_grad and
+  // the number of accesses per iteration is data-dependent; reserving the
+  // raw curve leaves that room. The job filter prices each sampled release
+  // at min(amplified, raw), the amplified curve being the tight sampled
+  // Gaussian of Mironov, Talwar & Zhang 2019 (the release is a
+  // post-processing of the continuous Gaussian, noise/vector_mechanisms.h).
   if (grad.kind() == privacy::DpEvent::Kind::kPoissonSampled) {
     privacy::DpEvent inner = grad.inner();
     grad = std::move(inner);

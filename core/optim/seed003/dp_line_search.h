@@ -4,7 +4,7 @@
 // One outer iteration t (spec §2.9; paper Alg. 2):
 //   check "gradient + one line search" fits the job filter, else STOP (G6)
 //   g~ = (sum_{B} clip(grad, C_g) + N_Z(0, C_g^2/(2 rho_g) I)) / m + mu w
-//       (PrivateGradientOracle: Poisson(q) batch, discrete Gaussian, m = qn)
+//       (PrivateGradientOracle: Poisson(q) batch, rounded Gaussian, m = qn)
 //   loop:
 //     eta = NOISYBTLS(fresh Poisson batch, w, g~, eta0, eps_BT | rho_BT,
 //           C_obj) (LineSearchOracle; charged SparseVector(eps_BT) or
@@ -22,7 +22,7 @@
 //
 // Privacy (SOUND). Calibrate() reserves
 //   R = SelfComposed(T, Composed{G(z), S(eps0)}),
-//   G(z) = the inner DiscreteGaussian of GaussianGradientEvent(q, C_g, z)
+//   G(z) = the inner Gaussian(z) of GaussianGradientEvent(q, C_g, z)
 //          (one gradient release, reserved without amplification credit;
 //          see ReservationEvent()),
 //   S(e) = PoissonSampled(q, SparseVector(e))      (one line search),

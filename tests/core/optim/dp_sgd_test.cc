@@ -168,7 +168,7 @@ TEST(DpSgdTest, NoiseOffFullBatchIsGradientDescent) {
                        alg->Calibrate(InfoFor(p.data), Target()));
   EXPECT_EQ(cal.event.kind(), privacy::DpEvent::Kind::kSelfComposed);
   EXPECT_EQ(cal.event.inner().kind(),
-            privacy::DpEvent::Kind::kDiscreteGaussian);  // q = 1: no sampling
+            privacy::DpEvent::Kind::kGaussian);  // q = 1: no sampling
   SeededRandomForTesting rng(1);
   RecordingCallback cb;
   SolveContext ctx(&rng, &cb);
