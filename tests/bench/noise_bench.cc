@@ -7,8 +7,8 @@
 //    separate sampler cost from kernel CSPRNG cost).
 // 2. A self-contained DP-SGD step on a9a (n = 32561, d = 123, Poisson
 //    sampling q = 0.01, per-example clipping of logistic-loss gradients to
-//    norm 1, discrete Gaussian noise through AddGaussianNoise) and the share of
-//    its time spent drawing noise.
+//    norm 1, exact rounded Gaussian noise through AddGaussianNoise) and the
+//    share of its time spent drawing noise.
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -23,6 +23,7 @@
 #include "Eigen/Dense"
 #include "core/noise/discrete_samplers.h"
 #include "core/noise/random.h"
+#include "core/noise/rounded_gaussian.h"
 #include "core/noise/subsampling.h"
 #include "core/noise/testing/seeded_random.h"
 #include "core/noise/vector_mechanisms.h"
@@ -54,7 +55,7 @@ double Rate(const std::function<void()>& fn, double per_call,
 volatile int64_t g_sink = 0;
 
 template <typename Sampler>
-void SamplerRow(const char* name, const Sampler& sampler, RandomSource& rng,
+void SamplerRow(const char* name, Sampler& sampler, RandomSource& rng,
                 const char* rng_name) {
   RandomBits bits(rng);
   const double rate = Rate([&] { g_sink += sampler.Sample(bits); }, 1.0);
@@ -171,6 +172,13 @@ int Main(int argc, char** argv) {
     auto s = DiscreteGaussianSampler::Create(sigma);
     char name[64];
     std::snprintf(name, sizeof(name), "discrete Gaussian sigma=%.1f", sigma);
+    SamplerRow(name, *s, secure, "secure");
+    SamplerRow(name, *s, seeded, "seeded");
+  }
+  for (double tau : {3.0, 1024.0, 1048576.0, 1048587.1}) {
+    auto s = RoundedGaussianSampler::Create(tau);
+    char name[64];
+    std::snprintf(name, sizeof(name), "rounded Gaussian tau=%.1f", tau);
     SamplerRow(name, *s, secure, "secure");
     SamplerRow(name, *s, seeded, "seeded");
   }

@@ -19,6 +19,8 @@
 #include "core/noise/exponential_mechanism.h"
 #include "core/noise/testing/seeded_random.h"
 #include "core/noise/vector_mechanisms.h"
+#include "core/privacy/accountant.h"
+#include "core/privacy/dp_event.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/status_matchers.h"
@@ -172,6 +174,48 @@ TEST(AuditMechanismsTest, Gaussian) {
   EXPECT_GT(good.epsilon_lower_bound, 0.5);  // The audit is not vacuous.
   const AuditResult broken = Audit(GaussianMechanism(1.0), kDelta, 11);
   EXPECT_GT(broken.epsilon_lower_bound, claim)
+      << "estimate " << broken.epsilon_estimate;
+}
+
+// --- Poisson-subsampled Gaussian (what one DP-SGD step releases). ---------
+// Under add/remove the differing row enters the batch with probability q;
+// the claim is the tight PLD epsilon of PoissonSampled(q, Gaussian(z)), which
+// is what the ledger may charge because AddGaussianNoise is a post-processing
+// of the continuous Gaussian mechanism.
+
+ScalarMechanism SampledGaussianMechanism(double q, double noise_multiplier) {
+  return [q, noise_multiplier](bool neighbour,
+                               RandomSource& rng) -> absl::StatusOr<double> {
+    absl::StatusOr<noise::GaussianPlan> plan =
+        noise::PlanGaussian(1.0, noise_multiplier, 1);
+    if (!plan.ok()) return plan.status();
+    Eigen::VectorXd v(1);
+    v[0] = (neighbour && rng.Bernoulli(q)) ? 1.0 : 0.0;
+    absl::Status s = noise::AddGaussianNoise(*plan, rng, v);
+    if (!s.ok()) return s;
+    return v[0];
+  };
+}
+
+TEST(AuditMechanismsTest, PoissonSampledGaussian) {
+  constexpr double kQ = 0.5;
+  constexpr double kZ = 0.8;
+  const privacy::DpEvent event =
+      privacy::DpEvent::PoissonSampled(kQ, privacy::DpEvent::Gaussian(kZ));
+  ASSERT_OK_AND_ASSIGN(
+      privacy::EpsilonResult pld,
+      privacy::ComputeEpsilon(event, kDelta, privacy::AccountantKind::kPld));
+  ASSERT_OK_AND_ASSIGN(
+      privacy::EpsilonResult rdp,
+      privacy::ComputeEpsilon(event, kDelta, privacy::AccountantKind::kRdp));
+  std::printf("    claim: PLD %.4f, RDP %.4f\n", pld.epsilon, rdp.epsilon);
+  EXPECT_LE(pld.epsilon, rdp.epsilon);
+  const AuditResult good = Audit(SampledGaussianMechanism(kQ, kZ), kDelta, 12);
+  EXPECT_LT(good.epsilon_lower_bound, pld.epsilon);
+  EXPECT_GT(good.epsilon_lower_bound, 0.5);  // The audit is not vacuous.
+  const AuditResult broken =
+      Audit(SampledGaussianMechanism(kQ, kZ / 2), kDelta, 13);
+  EXPECT_GT(broken.epsilon_lower_bound, pld.epsilon)
       << "estimate " << broken.epsilon_estimate;
 }
 
