@@ -165,7 +165,7 @@ TEST(GradientReleaseTest, NoiseStdOnTheSumIsClipOverSqrtTwoRho) {
   EXPECT_NEAR(rho, 1 / (2 * c.noise_multiplier * c.noise_multiplier),
               1e-12 * rho);
   const double expected = o.clip_grad / std::sqrt(2 * rho);
-  // The discrete Gaussian's sigma includes the grid's share of the
+  // The rounded Gaussian's sigma includes the grid's share of the
   // sensitivity (C_grad + grid sqrt(d), grid ~ 2^-20 sigma; see
   // vector_mechanisms.h): here within 2e-3 of C_grad z, and never below.
   ASSERT_OK_AND_ASSIGN(noise::GaussianPlan plan,
