@@ -67,13 +67,18 @@ struct Counts {
   double epsilon_remaining = 0;
 };
 
-Counts LedgerCounts(TestServer& s, const std::string& dataset) {
+v1::ListLedgerResponse Ledger(TestServer& s, const std::string& dataset) {
   grpc::ClientContext ctx;
   v1::ListLedgerRequest req;
   req.set_dataset(dataset);
   v1::ListLedgerResponse resp;
   grpc::Status st = s.budget().ListLedger(&ctx, req, &resp);
   EXPECT_TRUE(st.ok()) << st.error_message();
+  return resp;
+}
+
+Counts LedgerCounts(TestServer& s, const std::string& dataset) {
+  const v1::ListLedgerResponse resp = Ledger(s, dataset);
   return {resp.entries_size(), resp.budget().epsilon_spent(),
           resp.budget().epsilon_remaining()};
 }
@@ -220,11 +225,7 @@ TEST_F(SmallDatasetTest, PldAccountantPricesDpSgdJobs) {
   v1::Job done = s_.WaitForJob(job.id());
   ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.message();
 
-  grpc::ClientContext ctx;
-  v1::ListLedgerRequest req;
-  req.set_dataset("small");
-  v1::ListLedgerResponse ledger;
-  ASSERT_TRUE(s_.budget().ListLedger(&ctx, req, &ledger).ok());
+  const v1::ListLedgerResponse ledger = Ledger(s_, "small");
   ASSERT_EQ(ledger.entries_size(), 1);
   const v1::LedgerEntry& entry = ledger.entries(0);
   EXPECT_EQ(entry.accountant(), "pld");
@@ -532,11 +533,7 @@ TEST(ServerRelationTest, ReplaceOneDatasets) {
                      &job)
                   .ok());
   EXPECT_EQ(s.WaitForJob(job.id()).state(), v1::JOB_STATE_SUCCEEDED);
-  grpc::ClientContext ctx;
-  v1::ListLedgerRequest req;
-  req.set_dataset("r1");
-  v1::ListLedgerResponse ledger;
-  ASSERT_TRUE(s.budget().ListLedger(&ctx, req, &ledger).ok());
+  const v1::ListLedgerResponse ledger = Ledger(s, "r1");
   ASSERT_EQ(ledger.entries_size(), 1);
   // Priced after the conversion, at the dataset's delta (1e-5 >= the job's
   // 1e-6), the stand-alone cost is at most the job's target.
