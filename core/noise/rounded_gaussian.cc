@@ -13,6 +13,8 @@ namespace {
 
 constexpr double kMinTau = 0x1.0p-4;
 constexpr double kMaxTau = 0x1.0p28;
+static_assert(ExactStandardNormal::kMaxInteger == 63,
+              "the documented exp(-2000) truncation bound assumes |Z| < 64");
 
 // Bernoulli(exp(-1/2)), exactly (CKS 2020 Algorithm 1).
 bool ExpMinusHalf(RandomBits& bits) { return BernoulliExpMinus(bits, 1, 2); }
@@ -147,6 +149,7 @@ int64_t RoundScaledLazy(Dyadic tau, uint32_t k, LazyUniform& x,
   const int f = tau.exponent;
   uint128 lo = 0;
   uint128 hi = 0;
+  if (prefix_digits < 1 || prefix_digits > 64) prefix_digits = 64;
   for (int p = prefix_digits;; p = 64) {
     const uint128 base = (static_cast<uint128>(k) << p) | x.Prefix(bits, p);
     const uint128 na = base * m2 + (static_cast<uint128>(1) << (f + p));

@@ -83,6 +83,8 @@ class LazyUniform {
 // Reuses its buffers; not thread-safe (one per thread).
 class ExactStandardNormal {
  public:
+  // |Z| < kMaxInteger + 1 = 64: the file comment's exp(-2000) bound on the
+  // excluded mass depends on it.
   static constexpr uint32_t kMaxInteger = 63;
 
   // Draws a fresh Z. The fraction stays valid until the next Draw().
@@ -108,7 +110,8 @@ class ExactStandardNormal {
 
 // round(tau * (k + x)) for a dyadic tau = M * 2^-F (M <= 2^28, F <= 27),
 // an integer k < 64 and a lazy uniform x, exactly. It first tries the first
-// `prefix_digits` digits of x (in [1, 64]; production uses 64) and falls
+// `prefix_digits` digits of x (values outside [1, 64] mean 64; production
+// uses 64) and falls
 // back to 64 digits and then to an exact digit-by-digit comparison with the
 // one rounding boundary inside the interval. Exposed so tests can exercise
 // the rare boundary path with short prefixes.
