@@ -384,6 +384,31 @@ TEST(Gaussian, UniformAndOptMeetTheTargetTightly) {
   }
 }
 
+// The Gaussian extension's noise is a post-processing of the continuous
+// Gaussian (exact rounded sampler), so its releases are Gaussian events that
+// the PLD accountant prices: a PLD target calibrates, meets the target under
+// PLD, and needs no more noise than under RDP (with a Poisson-sampled batch).
+TEST(Gaussian, PldAccountantCalibratesAtMostTheRdpNoise) {
+  AcceleratedOptions o = ReferenceOptions(Method::kNag, 200, 100);
+  o.noise = NoiseFamily::kGaussian;
+  o.clip_norm = 5;
+  ASSERT_OK_AND_ASSIGN(auto alg, NewAcceleratedAlgorithm(o));
+  PrivacyTarget t = PureTarget(1.0);
+  t.delta = 1e-6;
+  ASSERT_OK_AND_ASSIGN(Calibration rdp, alg->Calibrate(ReferenceInfo(), t));
+  t.accountant = privacy::AccountantKind::kPld;
+  ASSERT_OK_AND_ASSIGN(Calibration pld, alg->Calibrate(ReferenceInfo(), t));
+  ASSERT_OK_AND_ASSIGN(auto steps, FlattenStepEvents(pld.event));
+  ASSERT_FALSE(steps.empty());
+  ASSERT_EQ(steps.front().kind(), privacy::DpEvent::Kind::kPoissonSampled);
+  EXPECT_EQ(steps.front().inner().kind(), privacy::DpEvent::Kind::kGaussian);
+  ASSERT_OK_AND_ASSIGN(
+      privacy::EpsilonResult acc,
+      privacy::ComputeEpsilon(pld.event, 1e-6, privacy::AccountantKind::kPld));
+  EXPECT_LE(acc.epsilon, 1.0);
+  EXPECT_LT(pld.noise_multiplier, rdp.noise_multiplier);
+}
+
 // ---- Run-time behaviour with real (seeded) noise. ----
 
 Dataset SmallLogistic(int n = 200, int d = 5) {
