@@ -210,6 +210,7 @@ absl::StatusOr<optim::seed003::DpLineSearchOptions> TranslateLineSearch(
   o.line_search_noise = m.gaussian_line_search()
                             ? optim::seed003::SvtNoiseKind::kGaussian
                             : optim::seed003::SvtNoiseKind::kLaplace;
+  o.reserve_amplified = m.reserve_amplified();
   for (double v :
        {o.sampling_rate, o.clip_grad, o.clip_obj, o.line_search_share,
         o.line_search.initial_step, o.line_search.shrink, o.line_search.armijo,

@@ -139,6 +139,30 @@ TEST_F(Seed003IntegrationTest, GaussianLineSearchJobIsChargedOnceAndSucceeds) {
   EXPECT_EQ(Charges(s_), 1);  // the run charged nothing more
 }
 
+// reserve_amplified through the API: the estimate calibrates less noise for
+// the same target and says how the gradients were reserved; nothing is
+// charged by estimates.
+TEST_F(Seed003IntegrationTest, AmplifiedReservationIsAJobOption) {
+  auto estimate = [&](const char* algo, v1::JobEstimate* est) {
+    grpc::ClientContext ctx;
+    v1::EstimateJobRequest req;
+    *req.mutable_spec() = Spec(algo, 0.5);
+    return s_.jobs().EstimateJob(&ctx, req, est);
+  };
+  v1::JobEstimate raw, amp;
+  ASSERT_TRUE(estimate(R"({"dp_blsgd": {}})", &raw).ok());
+  grpc::Status st =
+      estimate(R"({"dp_blsgd": {"reserve_amplified": true}})", &amp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_LT(amp.calibration().noise_multiplier(),
+            0.5 * raw.calibration().noise_multiplier());
+  EXPECT_LE(amp.cost().epsilon(), 0.5 + 1e-9);
+  std::string notes;
+  for (const std::string& n : amp.calibration().notes()) notes += n + "\n";
+  EXPECT_THAT(notes, HasSubstr("Poisson-amplified"));
+  EXPECT_EQ(Charges(s_), 0);
+}
+
 TEST_F(Seed003IntegrationTest, BadSpecsAreRefusedAndChargeNothing) {
   for (const char* algo : {R"({"dp_blgd": {"sampling_rate": 0.5}})",
                            R"({"dp_blsgd": {"shrink": 1.5}})",

@@ -292,6 +292,14 @@ class DpLineSearch final : public Algorithm {
                       "log(max_it + 1)/(alpha - 1)"
                     : "",
         q, c.steps));
+    if (q < 1) {
+      c.notes.push_back(
+          options_.reserve_amplified
+              ? "gradients reserved at their Poisson-amplified cost "
+                "(reserve_amplified)"
+              : "gradients reserved at their unsampled cost (set "
+                "reserve_amplified for less noise per gradient)");
+    }
     if (target.accountant != kRdp) {
       c.notes.push_back(
           "calibrated with the RDP accountant (the job filter is RDP)");
@@ -368,15 +376,18 @@ absl::StatusOr<privacy::DpEvent> ReservationEvent(
       privacy::DpEvent grad,
       GaussianGradientEvent({options.sampling_rate, options.clip_grad, z},
                             parameter_size));
-  // The gradient part is reserved WITHOUT amplification credit (the inner,
-  // unsampled Gaussian): the reservation is T ideal iterations at the
-  // initial budgets (spec §2.10), while CHEB may later raise rho_grad and
+  // By default the gradient part is reserved WITHOUT amplification credit
+  // (the inner, unsampled Gaussian): the reservation is T ideal iterations at
+  // the initial budgets (spec §2.10), while CHEB may later raise rho_grad and
   // the number of accesses per iteration is data-dependent; reserving the
-  // raw curve leaves that room. The job filter prices each sampled release
-  // at min(amplified, raw), the amplified curve being the tight sampled
-  // Gaussian of Mironov, Talwar & Zhang 2019 (the release is a
+  // raw curve leaves that room. With reserve_amplified the reservation keeps
+  // the PoissonSampled wrapper (spec §0: every access is charged amplified),
+  // so z is calibrated smaller. Either way the job filter prices each
+  // sampled release at min(amplified, raw), the amplified curve being the
+  // tight sampled Gaussian of Mironov, Talwar & Zhang 2019 (the release is a
   // post-processing of the continuous Gaussian, noise/vector_mechanisms.h).
-  if (grad.kind() == privacy::DpEvent::Kind::kPoissonSampled) {
+  if (!options.reserve_amplified &&
+      grad.kind() == privacy::DpEvent::Kind::kPoissonSampled) {
     privacy::DpEvent inner = grad.inner();
     grad = std::move(inner);
   }

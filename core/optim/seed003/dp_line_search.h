@@ -24,7 +24,8 @@
 //   R = SelfComposed(T, Composed{G(z), S(eps0)}),
 //   G(z) = the inner Gaussian(z) of GaussianGradientEvent(q, C_g, z)
 //          (one gradient release, reserved without amplification credit;
-//          see ReservationEvent()),
+//          see ReservationEvent()), or with reserve_amplified the whole
+//          PoissonSampled(q, Gaussian(z)) (tight sampled Gaussian, MTZ 2019),
 //   S(e) = PoissonSampled(q, SparseVector(e))      (one line search),
 //   or, with the Gaussian line search (line_search_noise = kGaussian),
 //   S(r) = PoissonSampled(q, GaussianSparseVector(sqrt(3/(2r)), sqrt(3/r),
@@ -89,6 +90,9 @@ struct DpLineSearchOptions {
   // Noise of the line search's sparse-vector test (paper Thm 1 Laplace or
   // Thm 3 Gaussian calibration; accounting of spec §3.5).
   SvtNoiseKind line_search_noise = SvtNoiseKind::kLaplace;
+  // Reserve each planned gradient at its Poisson-amplified cost instead of
+  // the unsampled one (see ReservationEvent()).
+  bool reserve_amplified = false;
   ModelConfig model;
 
   // INVALID_ARGUMENT for values outside the ranges above.

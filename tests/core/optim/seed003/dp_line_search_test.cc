@@ -128,6 +128,56 @@ TEST(DpLineSearchTest, CalibrationReservesTheTargetExactly) {
             "dp_blsgd_ac");
 }
 
+// reserve_amplified keeps the gradient's PoissonSampled wrapper in the
+// reservation: the same target then calibrates less noise, the reservation
+// still meets the target, and a run spends within it.
+TEST(DpLineSearchTest, AmplifiedReservationCalibratesLessNoise) {
+  Dataset d = Blobs(1000, 1);
+  DpLineSearchOptions raw_options = Options(Variant::kBlsgd, 0.1);
+  DpLineSearchOptions amp_options = raw_options;
+  amp_options.reserve_amplified = true;
+  ASSERT_OK_AND_ASSIGN(auto raw_alg, NewDpLineSearch(raw_options));
+  ASSERT_OK_AND_ASSIGN(auto amp_alg, NewDpLineSearch(amp_options));
+  ASSERT_OK_AND_ASSIGN(Calibration raw,
+                       raw_alg->Calibrate(InfoFor(d), Target(0.4)));
+  ASSERT_OK_AND_ASSIGN(Calibration amp,
+                       amp_alg->Calibrate(InfoFor(d), Target(0.4)));
+  // Reservation = SelfComposed(T, Composed{gradient, line search}).
+  const privacy::DpEvent& raw_grad = raw.event.inner().events().at(0);
+  const privacy::DpEvent& amp_grad = amp.event.inner().events().at(0);
+  EXPECT_EQ(raw_grad.kind(), privacy::DpEvent::Kind::kGaussian);
+  ASSERT_EQ(amp_grad.kind(), privacy::DpEvent::Kind::kPoissonSampled);
+  EXPECT_EQ(amp_grad.sampling_probability(), 0.1);
+  EXPECT_EQ(amp_grad.inner(), privacy::DpEvent::Gaussian(amp.noise_multiplier));
+  EXPECT_LT(amp.noise_multiplier, 0.5 * raw.noise_multiplier);
+  ASSERT_OK_AND_ASSIGN(
+      auto eps,
+      privacy::ComputeEpsilon(amp.event, 1e-8, privacy::AccountantKind::kRdp));
+  EXPECT_LE(eps.epsilon, 0.4);
+  EXPECT_GE(eps.epsilon, 0.4 * (1 - 1e-4));
+  ASSERT_OK_AND_ASSIGN(privacy::DpEvent r,
+                       ReservationEvent(amp_options, amp.noise_multiplier, 3));
+  EXPECT_EQ(amp.event, r);
+  // An adversarial run (every search fails, CHEB every time) stops by
+  // exhausting the smaller reservation, never above it.
+  SeededRandomForTesting rng(8);
+  SolveContext ctx(&rng, nullptr);
+  AlwaysBelow below;
+  LineSearchRunStats stats;
+  ASSERT_OK_AND_ASSIGN(SolveResult run, RunDpLineSearch(amp_options, d, amp,
+                                                        ctx, below, &stats));
+  EXPECT_TRUE(run.budget_exhausted);
+  ExpectSpendWithinReservation(run.spent, amp.event,
+                               stats.gradient_releases + stats.line_searches);
+  // At q = 1 there is nothing to amplify: the option changes nothing.
+  DpLineSearchOptions full = Options(Variant::kBlgd, 1.0);
+  DpLineSearchOptions full_amp = full;
+  full_amp.reserve_amplified = true;
+  ASSERT_OK_AND_ASSIGN(privacy::DpEvent a, ReservationEvent(full, 2.0, 3));
+  ASSERT_OK_AND_ASSIGN(privacy::DpEvent b, ReservationEvent(full_amp, 2.0, 3));
+  EXPECT_EQ(a, b);
+}
+
 TEST(DpLineSearchTest, RejectsBadSetups) {
   EXPECT_THAT(NewDpLineSearch(Options(Variant::kBlgd, 0.1)).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
