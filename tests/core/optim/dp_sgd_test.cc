@@ -367,8 +367,25 @@ TEST(DpSgdTest, RngFailureFailsClosed) {
   EXPECT_LE(cb.iterates.size(), 1u);  // failed step published nothing
 }
 
-// Calibration: the event's epsilon is within the target and slightly less
-// noise exceeds it. Also checks the reported quantities.
+// The DP-SGD setting on a9a (public metadata only).
+DpSgdOptions A9aDpSgdOptions() {
+  DpSgdOptions o;
+  o.sampling_rate = 0.01;
+  o.steps = 2000;
+  o.clip_norm = 1;
+  o.learning_rate = 0.5;
+  o.model.loss = LossKind::kLogistic;
+  o.model.l2 = 1e-4;
+  return o;
+}
+
+PublicDatasetInfo A9aInfo() {
+  PublicDatasetInfo info;
+  info.rows = 32561;
+  info.dimension = 123;
+  return info;
+}
+
 // The gradient noise is a post-processing of the continuous Gaussian
 // mechanism, so a DP-SGD job is priced exactly like dp_accounting's DP-SGD
 // event (tight sampled Gaussian, MTZ 2019): the job's event is DpSgdEvent(z),
@@ -376,16 +393,8 @@ TEST(DpSgdTest, RngFailureFailsClosed) {
 // issue's setting; 3.23 with the former discrete-Gaussian pricing), and the
 // PLD accountant calibrates less noise.
 TEST(DpSgdCalibrateTest, PricedAsTheTightSampledGaussian) {
-  DpSgdOptions o;
-  o.sampling_rate = 0.01;
-  o.steps = 2000;
-  o.clip_norm = 1;
-  o.learning_rate = 0.5;
-  o.model.loss = LossKind::kLogistic;
-  ASSERT_OK_AND_ASSIGN(auto alg, NewDpSgd(o));
-  PublicDatasetInfo info;
-  info.rows = 32561;
-  info.dimension = 123;
+  ASSERT_OK_AND_ASSIGN(auto alg, NewDpSgd(A9aDpSgdOptions()));
+  const PublicDatasetInfo info = A9aInfo();
   ASSERT_OK_AND_ASSIGN(Calibration rdp, alg->Calibrate(info, Target(1, 1e-6)));
   EXPECT_EQ(rdp.event, privacy::DpSgdEvent(rdp.noise_multiplier, 0.01, 2000));
   ASSERT_OK_AND_ASSIGN(double z,
@@ -404,18 +413,11 @@ TEST(DpSgdCalibrateTest, PricedAsTheTightSampledGaussian) {
   EXPECT_LE(check.epsilon, 1.0);
 }
 
+// Calibration: the event's epsilon is within the target and slightly less
+// noise exceeds it. Also checks the reported quantities.
 TEST(DpSgdCalibrateTest, MeetsTargetTightly) {
-  DpSgdOptions o;
-  o.sampling_rate = 0.01;
-  o.steps = 2000;
-  o.clip_norm = 1;
-  o.learning_rate = 0.5;
-  o.model.loss = LossKind::kLogistic;
-  o.model.l2 = 1e-4;
-  ASSERT_OK_AND_ASSIGN(auto alg, NewDpSgd(o));
-  PublicDatasetInfo info;
-  info.rows = 32561;
-  info.dimension = 123;
+  ASSERT_OK_AND_ASSIGN(auto alg, NewDpSgd(A9aDpSgdOptions()));
+  const PublicDatasetInfo info = A9aInfo();
   const PrivacyTarget target = Target(1.0, 1e-6);
   ASSERT_OK_AND_ASSIGN(Calibration cal, alg->Calibrate(info, target));
   ASSERT_OK_AND_ASSIGN(
@@ -454,7 +456,7 @@ TEST(DpSgdCalibrateTest, MeetsTargetTightly) {
   replace.relation = privacy::Relation::kReplaceOne;
   EXPECT_THAT(alg->Calibrate(replace, target),
               StatusIs(absl::StatusCode::kFailedPrecondition));
-  DpSgdOptions gd_options = o;
+  DpSgdOptions gd_options = A9aDpSgdOptions();
   gd_options.sampling_rate = 1.0;
   gd_options.steps = 100;
   ASSERT_OK_AND_ASSIGN(auto gd, NewDpSgd(gd_options));
