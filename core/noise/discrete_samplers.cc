@@ -18,14 +18,6 @@ constexpr double kMinScale = 0x1.0p-4;
 constexpr double kMaxScale = 0x1.0p28;
 constexpr int64_t kLaplaceSupportBound = int64_t{1} << 62;
 
-absl::Status CheckScale(double scale, const char* name) {
-  if (!std::isfinite(scale) || scale < kMinScale || scale > kMaxScale) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, " must be finite and in [2^-4, 2^28], got ", scale));
-  }
-  return absl::OkStatus();
-}
-
 // Bernoulli(exp(-1)): CKS 2020 Algorithm 1 with gamma = 1. Its first trial,
 // Bernoulli(gamma/1) = Bernoulli(1), always succeeds, so K starts at 2.
 bool BernoulliExpMinusOne(RandomBits& bits) {
@@ -135,6 +127,14 @@ bool BernoulliExpMinus(RandomBits& bits, uint128 num, uint128 den) {
     if (!BernoulliExpMinusOne(bits)) return false;
   }
   return BernoulliExpMinusFraction(bits, frac, den);
+}
+
+absl::Status CheckScale(double scale, const char* name) {
+  if (!std::isfinite(scale) || scale < kMinScale || scale > kMaxScale) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " must be finite and in [2^-4, 2^28], got ", scale));
+  }
+  return absl::OkStatus();
 }
 
 double Dyadic::ToDouble() const { return std::ldexp(mantissa, -exponent); }

@@ -81,6 +81,10 @@ struct Dyadic {
   double ToDouble() const;
 };
 
+// OK iff scale is finite and in [2^-4, 2^28], the range of every exact
+// sampler's scale; otherwise INVALID_ARGUMENT naming `name`.
+absl::Status CheckScale(double scale, const char* name);
+
 // Smallest M * 2^-F >= x with M < 2^24 (or F = 0). REQUIRES: x finite > 0.
 Dyadic RoundUpToDyadic(double x);
 

@@ -1,18 +1,14 @@
 #include "core/noise/rounded_gaussian.h"
 
-#include <cmath>
 #include <cstdint>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
 
 namespace dpopt::noise {
 namespace {
 
-constexpr double kMinTau = 0x1.0p-4;
-constexpr double kMaxTau = 0x1.0p28;
 static_assert(ExactStandardNormal::kMaxInteger == 63,
               "the documented exp(-2000) truncation bound assumes |Z| < 64");
 
@@ -110,7 +106,8 @@ void ExactStandardNormal::Draw(RandomBits& bits) {
     if (k > kMaxInteger) continue;
     // N2: accept with probability exp(-1/2)^(k (k - 1)).
     bool accept = true;
-    for (uint32_t i = 0; accept && i < k * (k - (k > 0 ? 1 : 0)); ++i) {
+    const uint32_t trials = k < 2 ? 0 : k * (k - 1);
+    for (uint32_t i = 0; accept && i < trials; ++i) {
       accept = ExpMinusHalf(bits);
     }
     if (!accept) continue;
@@ -130,10 +127,8 @@ void ExactStandardNormal::Draw(RandomBits& bits) {
 
 absl::StatusOr<RoundedGaussianSampler> RoundedGaussianSampler::Create(
     double tau) {
-  if (!std::isfinite(tau) || tau < kMinTau || tau > kMaxTau) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rounded Gaussian scale must be finite and in [2^-4, 2^28], got ",
-        tau));
+  if (absl::Status s = CheckScale(tau, "rounded Gaussian scale"); !s.ok()) {
+    return s;
   }
   return RoundedGaussianSampler(RoundUpToDyadic(tau));
 }

@@ -111,10 +111,9 @@ class ExactStandardNormal {
 // round(tau * (k + x)) for a dyadic tau = M * 2^-F (M <= 2^28, F <= 27),
 // an integer k < 64 and a lazy uniform x, exactly. It first tries the first
 // `prefix_digits` digits of x (values outside [1, 64] mean 64; production
-// uses 64) and falls
-// back to 64 digits and then to an exact digit-by-digit comparison with the
-// one rounding boundary inside the interval. Exposed so tests can exercise
-// the rare boundary path with short prefixes.
+// uses 64), falls back to 64 digits, and then to an exact digit-by-digit
+// comparison with the one rounding boundary inside the interval. Exposed so
+// tests can exercise the rare boundary path with short prefixes.
 int64_t RoundScaledLazy(Dyadic tau, uint32_t k, LazyUniform& x,
                         RandomBits& bits, int prefix_digits = 64);
 

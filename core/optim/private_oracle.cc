@@ -71,13 +71,13 @@ absl::Status LaplaceGradientQuery::Validate() const {
 absl::StatusOr<privacy::DpEvent> GaussianGradientEvent(
     const GaussianGradientQuery& query, int64_t parameter_size) {
   RETURN_IF_ERROR(query.Validate());
-  ASSIGN_OR_RETURN(noise::GaussianPlan plan,
-                   noise::PlanGaussian(query.clip_norm, query.noise_multiplier,
-                                       parameter_size));
-  // The release is a post-processing of the continuous Gaussian mechanism
-  // with sensitivity plan.effective_sensitivity and sigma >= z times it
+  // Validates the plan (grid, dimension). The release is a post-processing
+  // of the continuous Gaussian mechanism with sensitivity
+  // plan.effective_sensitivity and sigma >= z times it
   // (noise/vector_mechanisms.h), so it is charged as Gaussian(z).
-  (void)plan;
+  RETURN_IF_ERROR(noise::PlanGaussian(query.clip_norm, query.noise_multiplier,
+                                      parameter_size)
+                      .status());
   privacy::DpEvent inner = privacy::DpEvent::Gaussian(query.noise_multiplier);
   if (query.sampling_rate == 1.0) return inner;
   return privacy::DpEvent::PoissonSampled(query.sampling_rate,

@@ -168,20 +168,18 @@ int Main(int argc, char** argv) {
               Rate([&] { g_sink += seeded.NextUint64(); }, 1.0) / 1e6);
 
   std::printf("Samplers (one core):\n");
-  for (double sigma : {3.0, 1024.0, 1048576.0, 1048587.1}) {
-    auto s = DiscreteGaussianSampler::Create(sigma);
-    char name[64];
-    std::snprintf(name, sizeof(name), "discrete Gaussian sigma=%.1f", sigma);
-    SamplerRow(name, *s, secure, "secure");
-    SamplerRow(name, *s, seeded, "seeded");
-  }
-  for (double tau : {3.0, 1024.0, 1048576.0, 1048587.1}) {
-    auto s = RoundedGaussianSampler::Create(tau);
-    char name[64];
-    std::snprintf(name, sizeof(name), "rounded Gaussian tau=%.1f", tau);
-    SamplerRow(name, *s, secure, "secure");
-    SamplerRow(name, *s, seeded, "seeded");
-  }
+  // Rows for one sampler type at each scale, secure and seeded generators.
+  auto rows = [&](auto create, const char* label) {
+    for (double scale : {3.0, 1024.0, 1048576.0, 1048587.1}) {
+      auto s = create(scale);
+      char name[64];
+      std::snprintf(name, sizeof(name), "%s=%.1f", label, scale);
+      SamplerRow(name, *s, secure, "secure");
+      SamplerRow(name, *s, seeded, "seeded");
+    }
+  };
+  rows(DiscreteGaussianSampler::Create, "discrete Gaussian sigma");
+  rows(RoundedGaussianSampler::Create, "rounded Gaussian tau");
   for (double b : {3.0, 1048576.0}) {
     auto s = DiscreteLaplaceSampler::Create(b);
     char name[64];

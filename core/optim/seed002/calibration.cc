@@ -68,11 +68,9 @@ absl::StatusOr<StepRelease> GaussianStep(double z, double q, double clip,
     // Group privacy (size 2): z relative to 2 (C + g sqrt(p)) >= the
     // replace-one effective sensitivity 2C + g sqrt(p).
     r.oracle_multiplier = 2 * z;
-    ASSIGN_OR_RETURN(
-        privacy::DpEvent ar,
-        GaussianGradientEvent({1.0, clip, r.oracle_multiplier}, p));
-    (void)
-        ar;  // Validates the plan; the event is Gaussian(2z) under add/remove.
+    // Validates the oracle's query; its add/remove event is Gaussian(2z).
+    RETURN_IF_ERROR(
+        GaussianGradientEvent({1.0, clip, r.oracle_multiplier}, p).status());
     r.event = privacy::DpEvent::Gaussian(z);
     return r;
   }

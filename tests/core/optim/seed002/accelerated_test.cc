@@ -360,14 +360,25 @@ TEST(ReplaceOne, MinibatchesAreRefused) {
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("add/remove")));
 }
 
+// The Gaussian extension on the reference problem, C = 5, target (1, 1e-6).
+AcceleratedOptions GaussianOptions(Method m, int64_t batch) {
+  AcceleratedOptions o = ReferenceOptions(m, 200, batch);
+  o.noise = NoiseFamily::kGaussian;
+  o.clip_norm = 5;
+  return o;
+}
+
+PrivacyTarget GaussianTarget() {
+  PrivacyTarget t = PureTarget(1.0);
+  t.delta = 1e-6;
+  return t;
+}
+
 TEST(Gaussian, UniformAndOptMeetTheTargetTightly) {
   for (Method m : {Method::kNag, Method::kNagOpt, Method::kMasgOpt}) {
-    AcceleratedOptions o = ReferenceOptions(m, 200, 0);
-    o.noise = NoiseFamily::kGaussian;
-    o.clip_norm = 5;
-    ASSERT_OK_AND_ASSIGN(auto alg, NewAcceleratedAlgorithm(o));
-    PrivacyTarget t = PureTarget(1.0);
-    t.delta = 1e-6;
+    ASSERT_OK_AND_ASSIGN(auto alg,
+                         NewAcceleratedAlgorithm(GaussianOptions(m, 0)));
+    const PrivacyTarget t = GaussianTarget();
     ASSERT_OK_AND_ASSIGN(Calibration c, alg->Calibrate(ReferenceInfo(), t));
     ASSERT_OK_AND_ASSIGN(
         privacy::EpsilonResult acc,
@@ -389,12 +400,9 @@ TEST(Gaussian, UniformAndOptMeetTheTargetTightly) {
 // the PLD accountant prices: a PLD target calibrates, meets the target under
 // PLD, and needs no more noise than under RDP (with a Poisson-sampled batch).
 TEST(Gaussian, PldAccountantCalibratesAtMostTheRdpNoise) {
-  AcceleratedOptions o = ReferenceOptions(Method::kNag, 200, 100);
-  o.noise = NoiseFamily::kGaussian;
-  o.clip_norm = 5;
-  ASSERT_OK_AND_ASSIGN(auto alg, NewAcceleratedAlgorithm(o));
-  PrivacyTarget t = PureTarget(1.0);
-  t.delta = 1e-6;
+  ASSERT_OK_AND_ASSIGN(
+      auto alg, NewAcceleratedAlgorithm(GaussianOptions(Method::kNag, 100)));
+  PrivacyTarget t = GaussianTarget();
   ASSERT_OK_AND_ASSIGN(Calibration rdp, alg->Calibrate(ReferenceInfo(), t));
   t.accountant = privacy::AccountantKind::kPld;
   ASSERT_OK_AND_ASSIGN(Calibration pld, alg->Calibrate(ReferenceInfo(), t));
