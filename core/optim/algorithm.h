@@ -79,6 +79,10 @@ struct Calibration {
   int64_t dimension = 0;
   // Human-readable remarks (e.g. relation conversion, grid rounding).
   std::vector<std::string> notes;
+  // The target this calibration was made for (Run() of algorithms whose
+  // public schedule depends on it, e.g. seed 000's paper-mode inner solver,
+  // re-derives it from here).
+  PrivacyTarget target;
   // Exactly what Run() will release; the server charges this event.
   privacy::DpEvent event;
   // The neighbouring relation `event` was analysed under.
@@ -127,6 +131,16 @@ class SolveContext {
   const NoiseAdder* noise_for_testing_ = nullptr;
 };
 
+// A named privatized output beyond the model (post-processing of charged
+// releases), returned to the analyst as is: e.g. seed 000's outer iterates
+// and tuned hyperparameters. Never anything computed from private rows
+// without noise.
+struct ReleasedOutput {
+  std::string name;
+  std::vector<double> values;
+  std::string description;
+};
+
 struct SolveResult {
   Model model;
   int64_t steps_done = 0;
@@ -135,6 +149,8 @@ struct SolveResult {
   // The job-internal budget could not pay for the next release (adaptive
   // algorithms with their own privacy filter stop cleanly this way).
   bool budget_exhausted = false;
+  // Further privatized outputs, in order (empty for most algorithms).
+  std::vector<ReleasedOutput> released;
   // What was actually released (composition of every charged release).
   // For fixed-schedule algorithms that ran to completion this equals the
   // calibration's event in cost; the ledger keeps the reservation anyway.
