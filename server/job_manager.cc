@@ -136,7 +136,8 @@ absl::StatusOr<JobManager::Prepared> JobManager::Prepare(
   ASSIGN_OR_RETURN(p.dataset, db_->datasets().Get(spec.dataset()));
   ASSIGN_OR_RETURN(p.job, TranslateJobSpec(spec, p.dataset.is_public,
                                            p.dataset.num_classes));
-  if (optim::RequiredLabelKind(p.job.model.loss) != p.dataset.label_kind) {
+  if (p.job.evaluable_model &&
+      optim::RequiredLabelKind(p.job.model.loss) != p.dataset.label_kind) {
     return absl::InvalidArgumentError(
         absl::StrCat("model ", ProtoLossName(p.job.model.loss),
                      " does not fit the labels of dataset ", p.dataset.name));
@@ -155,6 +156,12 @@ absl::StatusOr<JobManager::Prepared> JobManager::Prepare(
     return absl::InvalidArgumentError(
         absl::StrCat("trace_iterates is limited to models with at most ",
                      kMaxTracedParameters, " parameters"));
+  }
+  if (!spec.evaluate_on().empty() && !p.job.evaluable_model) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        p.job.algorithm_name,
+        " releases the variables of a bilevel problem, not a model of the "
+        "dataset: evaluate_on is not supported"));
   }
   if (!spec.evaluate_on().empty()) {
     ASSIGN_OR_RETURN(p.eval_dataset, db_->datasets().Get(spec.evaluate_on()));
@@ -430,7 +437,14 @@ absl::Status JobManager::RunJob(const std::string& job_id, const Prepared& p,
   }
   model->set_dimension(result.model.dimension);
   model->set_num_classes(result.model.num_classes);
-  model->set_loss(ProtoLossName(result.model.loss));
+  model->set_loss(p.job.evaluable_model ? ProtoLossName(result.model.loss)
+                                        : "bilevel_outer_variable");
+  for (const optim::ReleasedOutput& r : result.released) {
+    v1::ReleasedOutput* o = out.add_released();
+    o->set_name(r.name);
+    for (double v : r.values) o->add_values(v);
+    o->set_description(r.description);
+  }
   *out.mutable_cost() = p.cost;
   *out.mutable_calibration() = CalibrationToProto(p.calibration);
   v1::Evaluation evaluation;

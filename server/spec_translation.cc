@@ -7,6 +7,7 @@
 #include "core/common/status_macros.h"
 #include "core/optim/seed002/accelerated.h"
 #include "core/optim/seed003/dp_line_search.h"
+#include "server/seed000_translation.h"
 
 namespace dpopt::server {
 namespace {
@@ -252,23 +253,31 @@ absl::StatusOr<TranslatedJob> TranslateJobSpec(const v1::JobSpec& spec,
   if (spec.dataset().empty()) {
     return absl::InvalidArgumentError("dataset is required");
   }
-  if (!spec.has_model()) {
-    return absl::InvalidArgumentError("model is required");
-  }
   if (!spec.has_algorithm() ||
       spec.algorithm().algorithm_case() == AlgorithmSpec::ALGORITHM_NOT_SET) {
     return absl::InvalidArgumentError(
         "algorithm is required (e.g. {\"dp_sgd\": {...}})");
   }
+  const AlgorithmSpec& a = spec.algorithm();
+  TranslatedJob out;
+  out.evaluable_model = !IsSeed000(a) || Seed000UsesModel(a);
+  if (out.evaluable_model && !spec.has_model()) {
+    return absl::InvalidArgumentError("model is required");
+  }
+  if (!out.evaluable_model && spec.has_model()) {
+    return absl::InvalidArgumentError(
+        "this algorithm takes no model: its bilevel problem defines it");
+  }
   if (spec.trace_every() < 0) {
     return absl::InvalidArgumentError("trace_every must be >= 0");
   }
-  TranslatedJob out;
-  ASSIGN_OR_RETURN(out.model, TranslateModel(spec.model(), dataset_is_public,
-                                             dataset_num_classes));
+  if (out.evaluable_model) {
+    ASSIGN_OR_RETURN(out.model, TranslateModel(spec.model(), dataset_is_public,
+                                               dataset_num_classes));
+  }
 
-  const AlgorithmSpec& a = spec.algorithm();
-  const bool non_private_algorithm = a.algorithm_case() == AlgorithmSpec::kGd;
+  const bool non_private_algorithm =
+      a.algorithm_case() == AlgorithmSpec::kGd || Seed000IsNonPrivate(a);
   if (non_private_algorithm) {
     if (!dataset_is_public) {
       return absl::PermissionDeniedError(
@@ -387,6 +396,20 @@ absl::StatusOr<TranslatedJob> TranslateJobSpec(const v1::JobSpec& spec,
       RETURN_IF_ERROR(o.Validate());
       steps = o.EffectiveMaxIterations();
       ASSIGN_OR_RETURN(out.algorithm, optim::seed003::NewDpLineSearch(o));
+      break;
+    }
+    case AlgorithmSpec::kDpBilevel:
+    case AlgorithmSpec::kDpBilevelMinibatch: {
+      const bool minibatch = a.has_dp_bilevel_minibatch();
+      const std::string field =
+          minibatch ? "algorithm.dp_bilevel_minibatch" : "algorithm.dp_bilevel";
+      ASSIGN_OR_RETURN(optim::seed000::DpBilevelOptions o,
+                       TranslateDpBilevel(minibatch ? a.dp_bilevel_minibatch()
+                                                    : a.dp_bilevel(),
+                                          minibatch, field));
+      steps = o.outer_iterations;
+      ASSIGN_OR_RETURN(out.algorithm, optim::seed000::NewDpBilevel(o));
+      out.algorithm_name = out.algorithm->name();
       break;
     }
     case AlgorithmSpec::kGd: {

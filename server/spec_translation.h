@@ -23,6 +23,10 @@ struct TranslatedJob {
   // Short algorithm name ("dp_sgd", ...).
   std::string algorithm_name;
   int64_t trace_every = 1;
+  // Whether the job trains a model of `model` (evaluable on a public
+  // dataset). False for seed 000's dp_bilevel*, whose catalogue problem
+  // defines the released variable (no evaluate_on, labels unused).
+  bool evaluable_model = true;
 };
 
 // Limits on what a single job may ask for (absurd values are refused before

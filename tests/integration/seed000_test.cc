@@ -1,0 +1,231 @@
+// Seed 000 (DP bilevel optimization) through the in-process server: estimate
+// prices the job, submit charges exactly the calibrated event once, the
+// result is finite and carries the released outputs; the naive mode runs
+// only on public data; bad specs are refused with nothing charged.
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "dpopt/v1/dpopt.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/integration/test_server.h"
+
+namespace dpopt::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Family Q rows (u_i, v_i) with dy = 2 (4 features) in the unit ball, real
+// label 0 last.
+std::string QuadraticCsv(int rows, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> unif(-0.7, 0.7);
+  std::string out;
+  for (int i = 0; i < rows; ++i) {
+    absl::StrAppendFormat(&out, "%.6f,%.6f,%.6f,%.6f,0\n", unif(gen),
+                          unif(gen), unif(gen), unif(gen));
+  }
+  return out;
+}
+
+v1::ImportHeader Header(const std::string& name, bool is_public,
+                        v1::NeighbouringRelation relation = v1::ADD_REMOVE) {
+  v1::ImportHeader h;
+  h.set_name(name);
+  h.set_format(v1::DATASET_FORMAT_CSV);
+  h.set_dimension(4);
+  h.set_public_(is_public);
+  if (!is_public) {
+    h.set_epsilon_budget(5);
+    h.set_delta_budget(1e-5);
+  }
+  h.set_relation(relation);
+  h.set_label_type(v1::LABEL_TYPE_REAL);
+  h.set_label_last(true);
+  return h;
+}
+
+v1::JobSpec Spec(const std::string& dataset, const std::string& algorithm,
+                 bool with_privacy = true) {
+  const std::string json = absl::StrCat(
+      R"({"dataset": ")", dataset, R"(", )",
+      with_privacy ? R"("privacy": {"epsilon": 1.0, "delta": 1e-6}, )" : "",
+      R"("algorithm": )", algorithm, "}");
+  v1::JobSpec spec;
+  auto st = google::protobuf::util::JsonStringToMessage(json, &spec);
+  EXPECT_TRUE(st.ok()) << st.message() << " in " << json;
+  return spec;
+}
+
+class Seed000IntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(s_.Import(Header("q", false), QuadraticCsv(3000, 1)).ok());
+    ASSERT_TRUE(s_.Import(Header("q-public", true), QuadraticCsv(500, 2)).ok());
+    ASSERT_TRUE(s_.Import(Header("q-replace", false, v1::REPLACE_ONE),
+                          QuadraticCsv(2000, 3))
+                    .ok());
+  }
+
+  std::vector<v1::LedgerEntry> Ledger(const std::string& dataset) {
+    grpc::ClientContext ctx;
+    v1::ListLedgerRequest req;
+    req.set_dataset(dataset);
+    v1::ListLedgerResponse resp;
+    EXPECT_TRUE(s_.budget().ListLedger(&ctx, req, &resp).ok());
+    return {resp.entries().begin(), resp.entries().end()};
+  }
+
+  grpc::Status Estimate(const v1::JobSpec& spec, v1::JobEstimate* est) {
+    grpc::ClientContext ctx;
+    v1::EstimateJobRequest req;
+    *req.mutable_spec() = spec;
+    return s_.jobs().EstimateJob(&ctx, req, est);
+  }
+
+  grpc::Status Submit(const v1::JobSpec& spec, v1::Job* job) {
+    grpc::ClientContext ctx;
+    v1::SubmitJobRequest req;
+    *req.mutable_spec() = spec;
+    return s_.jobs().SubmitJob(&ctx, req, job);
+  }
+
+  v1::JobResult Result(const std::string& id) {
+    grpc::ClientContext ctx;
+    v1::GetJobResultRequest req;
+    req.set_id(id);
+    v1::JobResult result;
+    EXPECT_TRUE(s_.jobs().GetJobResult(&ctx, req, &result).ok());
+    return result;
+  }
+
+  TestServer s_;
+};
+
+constexpr char kBilevel[] =
+    R"({"dp_bilevel": {"penalty": 10, "outer_step": 0.5, "outer_iterations": 8,
+        "outer_set": {"kind": "OUTER_SET_BALL", "radius": 5}}})";
+
+TEST_F(Seed000IntegrationTest, EstimatePricesAndSubmitChargesTheCalibratedEvent) {
+  for (const char* algorithm :
+       {kBilevel,
+        R"({"dp_bilevel_minibatch": {"penalty": 10, "outer_step": 0.5,
+            "outer_iterations": 5, "inner_sampling_rate": 0.2,
+            "outer_sampling_rate": 0.3}})"}) {
+    SCOPED_TRACE(algorithm);
+    const size_t before = Ledger("q").size();
+    v1::JobEstimate est;
+    grpc::Status st = Estimate(Spec("q", algorithm), &est);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_TRUE(est.admissible());
+    EXPECT_TRUE(est.cost().charged());
+    EXPECT_GT(est.calibration().notes_size(), 3);
+    EXPECT_EQ(Ledger("q").size(), before);  // estimates charge nothing
+
+    v1::Job job;
+    st = Submit(Spec("q", algorithm), &job);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    const auto ledger = Ledger("q");
+    ASSERT_EQ(ledger.size(), before + 1);
+    EXPECT_EQ(ledger.back().event_json(), est.cost().event_json());
+    EXPECT_EQ(ledger.back().job_id(), job.id());
+    v1::Job done = s_.WaitForJob(job.id());
+    ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.message();
+    const v1::JobResult result = Result(job.id());
+    EXPECT_EQ(result.model().weights_size(), 2);
+    EXPECT_EQ(result.model().loss(), "bilevel_outer_variable");
+    for (double w : result.model().weights()) EXPECT_TRUE(std::isfinite(w));
+    bool has_x_out = false;
+    for (const auto& r : result.released()) {
+      for (double v : r.values()) EXPECT_TRUE(std::isfinite(v)) << r.name();
+      if (r.name() == "x_out") {
+        has_x_out = true;
+        ASSERT_EQ(r.values_size(), 2);
+        EXPECT_EQ(r.values(0), result.model().weights(0));
+      }
+    }
+    EXPECT_TRUE(has_x_out);
+    EXPECT_GT(result.trace_size(), 0);
+    EXPECT_EQ(Ledger("q").size(), before + 1);  // the run charged nothing more
+  }
+}
+
+TEST_F(Seed000IntegrationTest, NaiveModeRunsOnlyOnPublicData) {
+  const char* naive =
+      R"({"dp_bilevel": {"problem": "BILEVEL_PROBLEM_LEAK_EXAMPLE",
+          "penalty": 9, "outer_step": 0.5, "outer_iterations": 1,
+          "naive": true}})";
+  v1::Job job;
+  grpc::Status st = Submit(Spec("q", naive, false), &job);
+  EXPECT_EQ(st.error_code(), grpc::PERMISSION_DENIED) << st.error_message();
+  EXPECT_TRUE(Ledger("q").empty());
+  st = Submit(Spec("q-public", naive, false), &job);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_FALSE(job.cost().charged());
+  v1::Job done = s_.WaitForJob(job.id());
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.message();
+  EXPECT_EQ(Result(job.id()).model().weights_size(), 4);
+}
+
+TEST_F(Seed000IntegrationTest, BadSpecsAreRefusedAndChargeNothing) {
+  struct Case {
+    std::string dataset;
+    std::string spec_json;
+    grpc::StatusCode code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"q", R"({"dp_bilevel": {"penalty": 1}})", grpc::INVALID_ARGUMENT,
+       "lambda_min"},
+      {"q", R"({"dp_bilevel": {"outer_iterations": -2}})",
+       grpc::INVALID_ARGUMENT, "outer_iterations"},
+      {"q", R"({"dp_bilevel": {"split": {"outer": 0.5, "inner1": 0.5,
+          "inner2": 0.5}}})",
+       grpc::INVALID_ARGUMENT, "sum to 1"},
+      {"q", R"({"dp_bilevel": {"inner_sampling_rate": 0.1}})",
+       grpc::INVALID_ARGUMENT, "dp_bilevel_minibatch"},
+      {"q", R"({"dp_bilevel": {"b_matrix": [3, 0, 0, 3]}})",
+       grpc::INVALID_ARGUMENT, "spectral norm"},
+      {"q", R"({"dp_bilevel": {"initial_outer": [1, 2, 3]}})",
+       grpc::INVALID_ARGUMENT, "initial_outer"},
+      {"q-replace", R"({"dp_bilevel_minibatch": {}})",
+       grpc::FAILED_PRECONDITION, "replace-one"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.spec_json);
+    v1::Job job;
+    grpc::Status st = Submit(Spec(c.dataset, c.spec_json), &job);
+    EXPECT_EQ(st.error_code(), c.code) << st.error_message();
+    EXPECT_THAT(st.error_message(), HasSubstr(c.message));
+  }
+  // A model or evaluate_on makes no sense for a catalogue problem.
+  v1::JobSpec with_model = Spec("q", kBilevel);
+  with_model.mutable_model()->mutable_logistic_regression();
+  v1::Job job;
+  EXPECT_EQ(Submit(with_model, &job).error_code(), grpc::INVALID_ARGUMENT);
+  v1::JobSpec with_eval = Spec("q", kBilevel);
+  with_eval.set_evaluate_on("q-public");
+  grpc::Status st = Submit(with_eval, &job);
+  EXPECT_EQ(st.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("evaluate_on"));
+  EXPECT_TRUE(Ledger("q").empty());
+  EXPECT_TRUE(Ledger("q-replace").empty());
+}
+
+TEST_F(Seed000IntegrationTest, ReplaceOneDatasetIsPricedNatively) {
+  v1::JobEstimate est;
+  grpc::Status st = Estimate(Spec("q-replace", kBilevel), &est);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_TRUE(est.admissible());
+  v1::Job job;
+  ASSERT_TRUE(Submit(Spec("q-replace", kBilevel), &job).ok());
+  EXPECT_EQ(s_.WaitForJob(job.id()).state(), v1::JOB_STATE_SUCCEEDED);
+  ASSERT_EQ(Ledger("q-replace").size(), 1u);
+}
+
+}  // namespace
+}  // namespace dpopt::testing
