@@ -86,7 +86,9 @@ absl::StatusOr<s0::InnerSolverOptions> TranslateInner(const v1::InnerSolver& m,
   if (m.failure_probability() != 0) {
     o.failure_probability = m.failure_probability();
   }
-  if (warm_start != nullptr) *warm_start = m.warm_start();
+  if (warm_start != nullptr && m.has_warm_start()) {
+    *warm_start = m.warm_start();
+  }
   RETURN_IF_ERROR(Field(field, o.Validate()));
   return o;
 }
@@ -112,6 +114,8 @@ bool IsSeed000(const v1::AlgorithmSpec& a) {
   switch (a.algorithm_case()) {
     case v1::AlgorithmSpec::kDpBilevel:
     case v1::AlgorithmSpec::kDpBilevelMinibatch:
+    case v1::AlgorithmSpec::kDpTuneRegularization:
+    case v1::AlgorithmSpec::kDpGridSearch:
       return true;
     default:
       return false;
@@ -198,6 +202,77 @@ absl::StatusOr<s0::DpBilevelOptions> TranslateDpBilevel(
     return absl::InvalidArgumentError(absl::StrCat(
         field, ": sampling rates are for dp_bilevel_minibatch only"));
   }
+  RETURN_IF_ERROR(Field(field, o.Validate()));
+  return o;
+}
+
+namespace {
+
+absl::StatusOr<s0::TuningCommon> TranslateCommon(
+    const optim::ModelConfig& model, double validation_fraction,
+    double clip_norm, double smoothness, double weight_min, double weight_max,
+    const std::string& field) {
+  RETURN_IF_ERROR(CheckFinite(field, {validation_fraction, clip_norm,
+                                      smoothness, weight_min, weight_max}));
+  s0::TuningCommon c;
+  c.model = model;
+  if (validation_fraction != 0) c.validation_fraction = validation_fraction;
+  if (clip_norm != 0) c.clip_norm = clip_norm;
+  c.smoothness = smoothness;
+  if (weight_min != 0) c.weight_min = weight_min;
+  if (weight_max != 0) c.weight_max = weight_max;
+  RETURN_IF_ERROR(Field(field, c.Validate()));
+  return c;
+}
+
+}  // namespace
+
+absl::StatusOr<s0::DpTuneOptions> TranslateDpTune(
+    const v1::DpTuneRegularization& m, const optim::ModelConfig& model,
+    const std::string& field) {
+  s0::DpTuneOptions o;
+  ASSIGN_OR_RETURN(
+      o.common,
+      TranslateCommon(model, m.validation_fraction(), m.clip_norm(),
+                      m.smoothness(), m.weight_min(), m.weight_max(), field));
+  o.feature_groups.assign(m.feature_groups().begin(), m.feature_groups().end());
+  o.initial_weights = ToVector(m.initial_weights());
+  RETURN_IF_ERROR(
+      CheckFinite(field, {m.penalty(), m.outer_step(), m.outer_clip()}));
+  if (m.penalty() != 0) o.penalty = m.penalty();
+  if (m.outer_step() != 0) o.outer_step = m.outer_step();
+  if (m.outer_iterations() != 0) o.outer_iterations = m.outer_iterations();
+  o.paper_outer_noise = m.paper_outer_noise();
+  o.outer_clip = m.outer_clip();
+  const v1::BudgetShares& sh = m.split();
+  RETURN_IF_ERROR(CheckFinite(field, {sh.outer(), sh.inner1(), sh.inner2()}));
+  if (sh.outer() != 0 || sh.inner1() != 0 || sh.inner2() != 0) {
+    o.split = s0::BudgetSplit{sh.outer(), sh.inner1(), sh.inner2()};
+  }
+  ASSIGN_OR_RETURN(o.inner,
+                   TranslateInner(m.inner(), field + ".inner", &o.warm_start));
+  o.calibration = m.calibration() == v1::BILEVEL_CALIBRATION_ZCDP_CLOSED_FORM
+                      ? s0::CalibrationMode::kZcdpClosedForm
+                      : s0::CalibrationMode::kAccountant;
+  RETURN_IF_ERROR(Field(field, o.Validate()));
+  return o;
+}
+
+absl::StatusOr<s0::DpGridSearchOptions> TranslateDpGridSearch(
+    const v1::DpGridSearch& m, const optim::ModelConfig& model,
+    const std::string& field) {
+  s0::DpGridSearchOptions o;
+  ASSIGN_OR_RETURN(
+      o.common,
+      TranslateCommon(model, m.validation_fraction(), m.clip_norm(),
+                      m.smoothness(), m.weight_min(), m.weight_max(), field));
+  o.grid = ToVector(m.grid());
+  if (m.grid_points() != 0) o.grid_size = m.grid_points();
+  ASSIGN_OR_RETURN(o.train,
+                   TranslateInner(m.train(), field + ".train", &o.warm_start));
+  RETURN_IF_ERROR(CheckFinite(field, {m.loss_clip(), m.selection_share()}));
+  o.loss_clip = m.loss_clip();
+  if (m.selection_share() != 0) o.selection_share = m.selection_share();
   RETURN_IF_ERROR(Field(field, o.Validate()));
   return o;
 }

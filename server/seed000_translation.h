@@ -9,6 +9,8 @@
 
 #include "absl/status/statusor.h"
 #include "core/optim/seed000/dp_bilevel.h"
+#include "core/optim/seed000/dp_tune.h"
+#include "core/optim/seed000/grid_search.h"
 #include "dpopt/v1/job_spec.pb.h"
 
 namespace dpopt::server {
@@ -23,6 +25,15 @@ bool Seed000IsNonPrivate(const v1::AlgorithmSpec& a);
 // dp_bilevel / dp_bilevel_minibatch (0 = default, see job_spec.proto).
 absl::StatusOr<optim::seed000::DpBilevelOptions> TranslateDpBilevel(
     const v1::DpBilevel& m, bool minibatch, const std::string& field);
+
+// dp_tune_regularization and dp_grid_search with the job's (translated)
+// model.
+absl::StatusOr<optim::seed000::DpTuneOptions> TranslateDpTune(
+    const v1::DpTuneRegularization& m, const optim::ModelConfig& model,
+    const std::string& field);
+absl::StatusOr<optim::seed000::DpGridSearchOptions> TranslateDpGridSearch(
+    const v1::DpGridSearch& m, const optim::ModelConfig& model,
+    const std::string& field);
 
 }  // namespace dpopt::server
 

@@ -412,6 +412,25 @@ absl::StatusOr<TranslatedJob> TranslateJobSpec(const v1::JobSpec& spec,
       out.algorithm_name = out.algorithm->name();
       break;
     }
+    case AlgorithmSpec::kDpTuneRegularization: {
+      ASSIGN_OR_RETURN(
+          optim::seed000::DpTuneOptions o,
+          TranslateDpTune(a.dp_tune_regularization(), out.model,
+                          "algorithm.dp_tune_regularization"));
+      steps = o.outer_iterations;
+      ASSIGN_OR_RETURN(out.algorithm, optim::seed000::NewDpTune(o));
+      out.algorithm_name = "dp_tune_regularization";
+      break;
+    }
+    case AlgorithmSpec::kDpGridSearch: {
+      ASSIGN_OR_RETURN(optim::seed000::DpGridSearchOptions o,
+                       TranslateDpGridSearch(a.dp_grid_search(), out.model,
+                                             "algorithm.dp_grid_search"));
+      steps = static_cast<int64_t>(o.EffectiveGrid().size());
+      ASSIGN_OR_RETURN(out.algorithm, optim::seed000::NewDpGridSearch(o));
+      out.algorithm_name = "dp_grid_search";
+      break;
+    }
     case AlgorithmSpec::kGd: {
       optim::GdOptions o;
       o.model = out.model;

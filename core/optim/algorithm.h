@@ -77,6 +77,8 @@ struct Calibration {
   // dimension against them).
   int64_t rows = 0;
   int64_t dimension = 0;
+  // The curator-declared row norm bound the calibration used (0 = none).
+  double row_norm_bound = 0;
   // Human-readable remarks (e.g. relation conversion, grid rounding).
   std::vector<std::string> notes;
   // The target this calibration was made for (Run() of algorithms whose

@@ -227,5 +227,109 @@ TEST_F(Seed000IntegrationTest, ReplaceOneDatasetIsPricedNatively) {
   ASSERT_EQ(Ledger("q-replace").size(), 1u);
 }
 
+// Labels +-1 from a noisy linear rule; a bias column and 4 features.
+std::string LogisticLibsvm(int rows, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> normal(0, 1);
+  std::string out;
+  for (int i = 0; i < rows; ++i) {
+    double x[4];
+    double m = 0.2;
+    for (int k = 0; k < 4; ++k) {
+      x[k] = 0.5 * normal(gen);
+      m += (k % 2 == 0 ? 2.0 : -1.5) * x[k];
+    }
+    const bool positive = m + 0.5 * normal(gen) > 0;
+    absl::StrAppendFormat(&out, "%s 1:1 2:%.4f 3:%.4f 4:%.4f 5:%.4f\n",
+                          positive ? "+1" : "-1", x[0], x[1], x[2], x[3]);
+  }
+  return out;
+}
+
+class Seed000TuningIntegrationTest : public Seed000IntegrationTest {
+ protected:
+  void SetUp() override {
+    v1::ImportHeader h;
+    h.set_name("logit");
+    h.set_format(v1::DATASET_FORMAT_LIBSVM);
+    h.set_dimension(5);
+    h.set_epsilon_budget(5);
+    h.set_delta_budget(1e-5);
+    ASSERT_TRUE(s_.Import(h, LogisticLibsvm(6000, 4)).ok());
+    h.set_name("logit-test");
+    h.set_public_(true);
+    h.set_epsilon_budget(0);
+    h.set_delta_budget(0);
+    ASSERT_TRUE(s_.Import(h, LogisticLibsvm(1000, 5)).ok());
+  }
+
+  v1::JobSpec TuningSpec(const std::string& algorithm) {
+    v1::JobSpec spec = Spec("logit", algorithm);
+    spec.mutable_model()->mutable_logistic_regression();
+    spec.set_evaluate_on("logit-test");
+    return spec;
+  }
+};
+
+TEST_F(Seed000TuningIntegrationTest, TuneAndGridSearchAreChargedOnceAndRun) {
+  for (const char* algorithm :
+       {R"({"dp_tune_regularization": {"outer_iterations": 5,
+            "inner": {"steps": 20}}})",
+        R"({"dp_tune_regularization": {"outer_iterations": 3,
+            "feature_groups": [0, 1, 1, 2, 2], "paper_outer_noise": true,
+            "inner": {"steps": 10}}})",
+        R"({"dp_grid_search": {"grid_points": 5, "train": {"steps": 20}}})"}) {
+    SCOPED_TRACE(algorithm);
+    const size_t before = Ledger("logit").size();
+    v1::JobEstimate est;
+    grpc::Status st = Estimate(TuningSpec(algorithm), &est);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_TRUE(est.admissible());
+    v1::Job job;
+    st = Submit(TuningSpec(algorithm), &job);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    const auto ledger = Ledger("logit");
+    ASSERT_EQ(ledger.size(), before + 1);
+    EXPECT_EQ(ledger.back().event_json(), est.cost().event_json());
+    v1::Job done = s_.WaitForJob(job.id());
+    ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.message();
+    const v1::JobResult result = Result(job.id());
+    EXPECT_EQ(result.model().weights_size(), 5);
+    EXPECT_EQ(result.model().loss(), "logistic_regression");
+    EXPECT_GT(result.evaluation().accuracy(), 0.6);
+    bool has_weights = false;
+    for (const auto& r : result.released()) {
+      if (r.name() != "weights_out") continue;
+      has_weights = true;
+      for (double w : r.values()) {
+        EXPECT_GE(w, 1e-3);
+        EXPECT_LE(w, 10);
+      }
+    }
+    EXPECT_TRUE(has_weights);
+    EXPECT_EQ(Ledger("logit").size(), before + 1);
+  }
+}
+
+TEST_F(Seed000TuningIntegrationTest, BadTuningSpecsAreRefused) {
+  v1::JobSpec l2 = TuningSpec(R"({"dp_tune_regularization": {}})");
+  l2.mutable_model()->mutable_logistic_regression()->set_l2(0.1);
+  v1::Job job;
+  grpc::Status st = Submit(l2, &job);
+  EXPECT_EQ(st.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("l2"));
+  st = Submit(TuningSpec(R"({"dp_tune_regularization": {
+      "feature_groups": [0, 1]}})"),
+              &job);
+  EXPECT_EQ(st.error_code(), grpc::INVALID_ARGUMENT);
+  st = Submit(TuningSpec(R"({"dp_grid_search": {"grid": [100]}})"), &job);
+  EXPECT_EQ(st.error_code(), grpc::INVALID_ARGUMENT);
+  st = Submit(TuningSpec(R"({"dp_tune_regularization": {
+      "validation_fraction": 1.5}})"),
+              &job);
+  EXPECT_EQ(st.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_TRUE(Ledger("logit").empty());
+}
+
 }  // namespace
 }  // namespace dpopt::testing

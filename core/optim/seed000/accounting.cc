@@ -111,7 +111,8 @@ absl::StatusOr<privacy::DpEvent> PlannedMechanism::ReleaseEvent(
 }
 
 absl::StatusOr<privacy::DpEvent> JobEvent(
-    const std::vector<PlannedMechanism>& mechanisms, double scale) {
+    const std::vector<PlannedMechanism>& mechanisms, double scale,
+    const std::vector<privacy::DpEvent>& fixed) {
   if (mechanisms.empty()) {
     return absl::InvalidArgumentError("a job needs at least one mechanism");
   }
@@ -120,12 +121,17 @@ absl::StatusOr<privacy::DpEvent> JobEvent(
     ASSIGN_OR_RETURN(privacy::DpEvent e, m.ReleaseEvent(scale));
     events.push_back(privacy::DpEvent::SelfComposed(m.releases, std::move(e)));
   }
+  for (const privacy::DpEvent& e : fixed) {
+    RETURN_IF_ERROR(e.Validate());
+    events.push_back(e);
+  }
   return privacy::DpEvent::Composed(std::move(events));
 }
 
 absl::StatusOr<double> CalibrateScale(
     const std::vector<PlannedMechanism>& mechanisms,
-    const PrivacyTarget& target, CalibrationMode mode) {
+    const PrivacyTarget& target, CalibrationMode mode,
+    const std::vector<privacy::DpEvent>& fixed) {
   RETURN_IF_ERROR(CheckPrivateTarget(target));
   double total_weight = 0;
   bool sampled = false;
@@ -139,6 +145,10 @@ absl::StatusOr<double> CalibrateScale(
   }
   double scale = 0;
   if (mode == CalibrationMode::kZcdpClosedForm) {
+    if (!fixed.empty()) {
+      return absl::InvalidArgumentError(
+          "the zCDP closed form calibrates Gaussian mechanisms only");
+    }
     if (sampled) {
       return absl::InvalidArgumentError(
           "the zCDP closed form does not capture subsampling; use the "
@@ -152,7 +162,7 @@ absl::StatusOr<double> CalibrateScale(
   } else {
     absl::Status event_error;
     auto make_event = [&](double s) -> privacy::DpEvent {
-      absl::StatusOr<privacy::DpEvent> e = JobEvent(mechanisms, s);
+      absl::StatusOr<privacy::DpEvent> e = JobEvent(mechanisms, s, fixed);
       if (!e.ok()) {
         // Never let an invalid scale look cheap.
         if (event_error.ok()) event_error = e.status();
@@ -167,7 +177,7 @@ absl::StatusOr<double> CalibrateScale(
     RETURN_IF_ERROR(event_error);
   }
   // Verify the claim with the accountant in both modes.
-  ASSIGN_OR_RETURN(privacy::DpEvent event, JobEvent(mechanisms, scale));
+  ASSIGN_OR_RETURN(privacy::DpEvent event, JobEvent(mechanisms, scale, fixed));
   ASSIGN_OR_RETURN(
       privacy::EpsilonResult check,
       privacy::ComputeEpsilon(event, target.delta, target.accountant));

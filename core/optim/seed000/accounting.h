@@ -102,17 +102,23 @@ struct PlannedMechanism {
 
 // Composed{SelfComposed(R_j, ReleaseEvent_j(s))}. INVALID_ARGUMENT for an
 // empty list or invalid mechanisms.
+// `fixed` events (e.g. a selection's Exponential(epsilon)) are appended
+// unchanged.
 absl::StatusOr<privacy::DpEvent> JobEvent(
-    const std::vector<PlannedMechanism>& mechanisms, double scale);
+    const std::vector<PlannedMechanism>& mechanisms, double scale,
+    const std::vector<privacy::DpEvent>& fixed = {});
 
 // The scale s (see the header comment). kZcdpClosedForm requires every
 // sampling_rate == 1 and the weights to sum to 1. Errors: INVALID_ARGUMENT
 // (bad target or mechanisms), OUT_OF_RANGE (unreachable target), the
 // accountant's errors. The returned s is verified: the job's event is
 // (epsilon, delta)-DP under target.accountant.
+// With `fixed` events (kAccountant only), s is calibrated for the
+// composition of the mechanisms and the fixed events.
 absl::StatusOr<double> CalibrateScale(
     const std::vector<PlannedMechanism>& mechanisms,
-    const PrivacyTarget& target, CalibrationMode mode);
+    const PrivacyTarget& target, CalibrationMode mode,
+    const std::vector<privacy::DpEvent>& fixed = {});
 
 // Sensitivity factor of a clipped sum under `relation`: 1 (add/remove: one
 // record's bounded contribution appears or disappears) or 2 (replace-one:

@@ -158,7 +158,10 @@ absl::StatusOr<Eigen::VectorXd> RunInnerSolve(
                              ? 1 / (plan.mu * static_cast<double>(t + 1))
                              : plan.step_size;
       y -= eta * direction;
-      ProjectOntoBall(start, radius, y);
+      ProjectOntoBall(plan.mode != InnerMode::kPaper && plan.center.size() > 0
+                          ? plan.center
+                          : start,
+                      radius, y);
       if (plan.mode == InnerMode::kPractical &&
           t + 1 > plan.steps - plan.averaged) {
         tail_sum += y;  // the last ceil(T/2) iterates y_{T-h+1}..y_T

@@ -77,6 +77,10 @@ struct InnerPlan {
   std::vector<double> radii;  // R_0..R_{M-1}
   int64_t averaged = 0;       // kPractical: ceil(steps / 2)
   double mu = 0;              // for the paper step sizes
+  // kPractical / kExact: center of the projection ball (empty = y0). Lets
+  // warm-started solves keep projecting onto a ball known to contain the
+  // minimiser.
+  Eigen::VectorXd center;
   // Noisy releases of one solve (0 for kExact).
   int64_t releases() const {
     return mode == InnerMode::kExact ? 0 : rounds * steps;

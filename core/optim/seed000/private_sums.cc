@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "core/noise/exponential_mechanism.h"
 #include "core/noise/vector_mechanisms.h"
 
 namespace dpopt::optim::seed000 {
@@ -69,6 +70,33 @@ absl::Status PrivateSumOracle::NoisySum(const PlannedMechanism& mechanism,
   source.AddPublic(sum);
   *out = std::move(sum);
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> PrivateSumOracle::ReportNoisyMin(
+    const ContributionSource& scores, double epsilon, double score_sensitivity,
+    bool monotonic) {
+  noise::ExponentialMechanismOptions options;
+  options.epsilon = epsilon;
+  options.sensitivity = score_sensitivity;
+  options.monotonic = monotonic;
+  RETURN_IF_ERROR(options.Validate());
+  const privacy::DpEvent event = privacy::DpEvent::Exponential(epsilon);
+  RETURN_IF_ERROR(event.Validate());
+  RETURN_IF_ERROR(budget_.Charge(event));  // before any data access
+  ++releases_;
+  Eigen::VectorXd sum = Eigen::VectorXd::Zero(scores.dimension());
+  for (int64_t i = 0; i < data_.rows(); ++i) {
+    scores.AddClipped(data_, i, sum, scratch_);
+  }
+  scores.AddPublic(sum);
+  // Permute-and-flip maximises: negate the losses.
+  const Eigen::VectorXd negated = -sum;
+  ASSIGN_OR_RETURN(
+      int64_t index,
+      noise::PermuteAndFlip(absl::MakeConstSpan(negated.data(), negated.size()),
+                            options, rng_));
+  RETURN_IF_ERROR(rng_.status());
+  return index;
 }
 
 absl::Status PrivateSumOracle::ExactSum(const ContributionSource& source,

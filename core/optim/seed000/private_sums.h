@@ -75,6 +75,20 @@ class PrivateSumOracle {
   absl::Status NoisySum(const PlannedMechanism& mechanism, double scale,
                         const ContributionSource& source, Eigen::VectorXd* out);
 
+  // Private selection (report-noisy-min): the index j minimising the score
+  // sum_i c_ij (+ public part) over every row, chosen by the exponential
+  // mechanism (permute-and-flip, noise::PermuteAndFlip) with `epsilon`,
+  // after charging DpEvent::Exponential(epsilon). `score_sensitivity` is
+  // the largest change of any one score between neighbours (public; at
+  // least RelationFactor * source.bound() is NOT required here: the caller
+  // states the L-infinity sensitivity of its bounded scores); `monotonic`
+  // that all scores move in the same direction between neighbours.
+  // Errors: the budget's, the mechanism's, the rng's.
+  absl::StatusOr<int64_t> ReportNoisyMin(const ContributionSource& scores,
+                                         double epsilon,
+                                         double score_sensitivity,
+                                         bool monotonic);
+
   // NON-PRIVATE: *out = sum_i unclipped c_i + public, every row, no noise.
   // Charges DpEvent::NoOp(), which only UnlimitedNoOpBudget accepts (runs
   // calibrated as non-private: public datasets, decided by the server).
