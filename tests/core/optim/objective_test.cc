@@ -270,7 +270,7 @@ class ClippedGradientTest
 
 TEST_P(ClippedGradientTest, EqualsClassicClippingOnOrdinaryRows) {
   const auto [loss, l1] = GetParam();
-  const ModelConfig config = Config(loss, 3);
+  const ModelConfig config = Config(loss, loss == LossKind::kSoftmax ? 3 : 2);
   const Dataset data = RandomData(config, 50, 6, 7);
   auto obj = Objective::Create(config, 6).value();
   std::mt19937 gen(3);
@@ -297,7 +297,7 @@ TEST_P(ClippedGradientTest, EqualsClassicClippingOnOrdinaryRows) {
 
 TEST_P(ClippedGradientTest, FiniteAndBoundedOnExtremeRows) {
   const auto [loss, l1] = GetParam();
-  const ModelConfig config = Config(loss, 3);
+  const ModelConfig config = Config(loss, loss == LossKind::kSoftmax ? 3 : 2);
   constexpr double kMax = std::numeric_limits<double>::max();
   constexpr double kSub = std::numeric_limits<double>::denorm_min();
   const std::vector<std::vector<double>> rows = {
