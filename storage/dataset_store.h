@@ -72,6 +72,7 @@ class DatasetStore {
  private:
   friend class Database;
   friend class Ledger;
+  friend class AccessStore;
   friend class JobStore;
   explicit DatasetStore(Database& db) : db_(db) {}
 
