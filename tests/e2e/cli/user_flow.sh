@@ -33,7 +33,11 @@ start_server() {
   "$server_bin" --db="$work/dpopt.db" --listen="$addr" >>"$work/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 1 100); do
-    dp health >/dev/null 2>&1 && return 0
+    if dp health >/dev/null 2>&1; then
+      # The first start wrote the bootstrap curator's token (0600).
+      export DPOPT_TOKEN="$(cat "$work/dpopt.db.curator-token")"
+      return 0
+    fi
     sleep 0.1
   done
   fail "server did not become healthy"
