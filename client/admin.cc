@@ -251,6 +251,35 @@ int GrantList(const ParsedArgs& a, const Globals& g) {
   return 0;
 }
 
+int DatasetDelete(const ParsedArgs& a, const Globals& g) {
+  if (a.positional().size() != 1) {
+    return UsageError("usage: dpopt dataset delete NAME --yes");
+  }
+  if (!a.GetBool("yes")) {
+    return UsageError(
+        "deleting erases the dataset's rows for good (its ledger is kept); "
+        "repeat with --yes");
+  }
+  Client c(g);
+  auto ctx = c.Context(/*deadline=*/false);
+  pb::DeleteDatasetRequest req;
+  req.set_name(a.positional()[0]);
+  pb::DeleteDatasetResponse out;
+  grpc::Status s = c.datasets().DeleteDataset(ctx.get(), req, &out);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(out) << std::endl;
+  } else {
+    std::cout << "deleted " << out.name() << ": " << out.cancelled_jobs()
+              << " queued/running job(s) cancelled (they stay charged), "
+              << out.blocks_deleted()
+              << " row block(s) erased with secure delete and the WAL "
+                 "truncated. Its ledger and audit history are kept; the name "
+                 "stays reserved.\n";
+  }
+  return 0;
+}
+
 int Audit(const ParsedArgs& a, const Globals& g) {
   auto limit = a.GetInt("limit", 100);
   if (!limit.ok() || *limit < 1) return UsageError("--limit must be >= 1");
@@ -311,6 +340,11 @@ std::vector<Command> AdminCommands() {
        TokenRevoke},
       {"token list", "[PRINCIPAL]", "list tokens, never secrets (curator)", {},
        TokenList},
+      {"dataset delete",
+       "NAME",
+       "erase a dataset's rows for good, keeping its ledger (curator)",
+       {{"yes", true, "confirm the deletion"}},
+       DatasetDelete},
       {"grant add",
        "PRINCIPAL DATASET",
        "let an analyst use a dataset, optionally capping its total epsilon "

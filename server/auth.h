@@ -51,9 +51,9 @@ class Authenticator {
   // token was written.
   absl::StatusOr<bool> Bootstrap(const std::string& token_file) const;
 
-  // Access policy. NOT_FOUND (same message as a missing dataset) unless the
-  // caller is a curator, the dataset is public, or the caller holds a
-  // grant on it. Also NOT_FOUND for missing datasets.
+  // Access policy. OK for curators (managers report missing datasets); for
+  // analysts NOT_FOUND (same message as a missing dataset) unless the
+  // dataset exists, is not deleted, and is public or granted to them.
   absl::Status CheckDatasetVisible(const Caller& caller,
                                    const std::string& dataset) const;
   // PERMISSION_DENIED unless the caller is a curator.

@@ -86,9 +86,9 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
 
   s->auth_ = std::make_unique<Authenticator>(s->db_.get());
   ASSIGN_OR_RETURN(s->bootstrapped_, s->auth_->Bootstrap(options.TokenFile()));
-  const CallEnv env{s->auth_.get(), &s->db_->access()};
-  s->dataset_service_ =
-      std::make_unique<DatasetServiceImpl>(env, s->datasets_.get());
+  const CallEnv env{s->auth_.get(), &s->db_->access(), s->db_.get()};
+  s->dataset_service_ = std::make_unique<DatasetServiceImpl>(
+      env, s->datasets_.get(), s->jobs_.get());
   s->budget_service_ =
       std::make_unique<BudgetServiceImpl>(env, s->datasets_.get());
   s->job_service_ =

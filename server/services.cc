@@ -196,6 +196,32 @@ grpc::Status DatasetServiceImpl::GetDataset(
   return call.Done(s);
 }
 
+grpc::Status DatasetServiceImpl::DeleteDataset(
+    grpc::ServerContext* ctx, const v1::DeleteDatasetRequest* request,
+    v1::DeleteDatasetResponse* response) {
+  Call call(env_, ctx, "DatasetService/DeleteDataset");
+  call.dataset(request->name());
+  if (!call.auth().ok()) return call.Done(call.auth());
+  return call.Done(Assign(
+      [&]() -> absl::StatusOr<v1::DeleteDatasetResponse> {
+        RETURN_IF_ERROR(
+            Authenticator::RequireCurator(call.caller(), "deleting datasets"));
+        ASSIGN_OR_RETURN(storage::DatasetRecord r,
+                         env_.db->datasets().Get(request->name()));
+        ASSIGN_OR_RETURN(int64_t cancelled,
+                         jobs_->CancelDatasetJobs(r.name, absl::Seconds(60)));
+        ASSIGN_OR_RETURN(storage::DeletedDataset d,
+                         env_.db->datasets().Delete(r.name));
+        v1::DeleteDatasetResponse out;
+        out.set_name(d.record.name);
+        out.set_cancelled_jobs(cancelled);
+        out.set_blocks_deleted(d.blocks_deleted);
+        *out.mutable_deleted_at() = ToTimestamp(d.record.deleted_at_micros);
+        return out;
+      }(),
+      response));
+}
+
 // ---------------------------------------------------------------- budget
 
 grpc::Status BudgetServiceImpl::GetBudget(grpc::ServerContext* ctx,
@@ -250,7 +276,7 @@ grpc::Status JobServiceImpl::EstimateJob(grpc::ServerContext* ctx,
   call.dataset(request->spec().dataset());
   if (!call.auth().ok()) return call.Done(call.auth());
   absl::Status s = CheckSpecVisible(*env_.auth, call.caller(), request->spec());
-  if (s.ok()) s = Assign(jobs_->Estimate(request->spec()), response);
+  if (s.ok()) s = Assign(jobs_->Estimate(request->spec(), call.caller().name), response);
   return call.Done(s);
 }
 

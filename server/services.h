@@ -16,12 +16,13 @@ namespace dpopt::server {
 struct CallEnv {
   const Authenticator* auth = nullptr;
   storage::AccessStore* access = nullptr;
+  storage::Database* db = nullptr;
 };
 
 class DatasetServiceImpl final : public v1::DatasetService::Service {
  public:
-  DatasetServiceImpl(CallEnv env, DatasetManager* datasets)
-      : env_(env), datasets_(datasets) {}
+  DatasetServiceImpl(CallEnv env, DatasetManager* datasets, JobManager* jobs)
+      : env_(env), datasets_(datasets), jobs_(jobs) {}
   grpc::Status ImportDataset(
       grpc::ServerContext* ctx,
       grpc::ServerReader<v1::ImportDatasetRequest>* reader,
@@ -32,10 +33,14 @@ class DatasetServiceImpl final : public v1::DatasetService::Service {
   grpc::Status GetDataset(grpc::ServerContext* ctx,
                           const v1::GetDatasetRequest* request,
                           v1::DatasetInfo* response) override;
+  grpc::Status DeleteDataset(grpc::ServerContext* ctx,
+                             const v1::DeleteDatasetRequest* request,
+                             v1::DeleteDatasetResponse* response) override;
 
  private:
   CallEnv env_;
   DatasetManager* datasets_;
+  JobManager* jobs_;
 };
 
 class BudgetServiceImpl final : public v1::BudgetService::Service {

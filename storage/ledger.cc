@@ -86,6 +86,10 @@ absl::StatusOr<LedgerEntry> Ledger::ChargeAndCreateJob(
         RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
         ASSIGN_OR_RETURN(DatasetRecord dataset,
                          DatasetStore::GetLocked(conn, charge.dataset));
+        if (dataset.deleted_at_micros != 0) {
+          return absl::NotFoundError(
+              absl::StrCat("dataset \"", dataset.name, "\" not found"));
+        }
         if (dataset.is_public) {
           return absl::FailedPreconditionError(
               absl::StrCat("dataset \"", dataset.name,

@@ -171,12 +171,19 @@ BEGIN
 END;
 )sql";
 
+// Version 3 (issue 14): dataset deletion keeps a tombstone (the metadata
+// row, its ledger and audit history); rows, feature names and grants go.
+constexpr char kV3[] = R"sql(
+ALTER TABLE datasets ADD COLUMN deleted_at INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& SchemaMigrations() {
   static const auto* const kMigrations = new std::vector<Migration>{
       {1, kV1},
       {2, kV2},
+      {3, kV3},
   };
   return *kMigrations;
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
@@ -161,6 +162,14 @@ std::vector<Rpc> Table() {
              ds("private"));
        },
        ok, ok, nf},
+      {"dpopt.v1.DatasetService.DeleteDataset",
+       [](Stubs& s, const std::string&) {
+         v1::DeleteDatasetRequest r;
+         r.set_name("no-such-dataset");
+         return Unary<v1::DeleteDatasetRequest, v1::DeleteDatasetResponse>(
+             *s.datasets, &v1::DatasetService::Stub::DeleteDataset, r);
+       },
+       nf, pd, pd},
       {"dpopt.v1.BudgetService.GetBudget",
        [](Stubs& s, const std::string&) {
          v1::GetBudgetRequest r;
@@ -497,60 +506,190 @@ TEST_F(AccessTest, TokensAreStoredOnlyAsHashesAndNeverInTheAuditLog) {
   EXPECT_TRUE(saw_grant);
 }
 
-// 50 concurrent submitters spread over 5 analysts, each capped, on a
-// dataset whose own budget is smaller than the sum of the caps: neither the
-// dataset's filter nor any cap is ever exceeded (issue 14).
-TEST_F(AccessTest, ConcurrentSubmittersNeverExceedCapsOrBudget) {
-  ASSERT_TRUE(server_.Import(Header("shared", 2.0), SmallCsv(200)).ok());
-  std::vector<std::string> tokens;
-  for (int a = 0; a < 5; ++a) {
-    const std::string name = absl::StrCat("an", a);
-    tokens.push_back(server_.CreateAnalyst(name));
-    ASSERT_TRUE(server_.Grant(name, "shared", /*cap=*/0.7).ok());
-  }
-  std::atomic<int> admitted{0}, refused{0}, other{0};
+// 50 concurrent submitters spread over 5 analysts (issue 14): whichever
+// limit binds, the analyst caps or the dataset's budget, neither is ever
+// exceeded.
+struct Round {
+  int admitted = 0, refused_by_cap = 0, refused_by_budget = 0;
+};
+
+Round RunSubmitters(AccessTest* t, TestServer& server,
+                    const std::string& dataset,
+                    const std::vector<std::string>& tokens) {
+  std::atomic<int> admitted{0}, by_cap{0}, by_budget{0};
   std::vector<std::thread> threads;
-  for (int t = 0; t < 50; ++t) {
-    threads.emplace_back([&, t] {
-      Stubs s = As(tokens[t % 5]);
-      grpc::Status st;
-      Submit(s, "shared", 0.25, &st);
+  for (int i = 0; i < 50; ++i) {
+    threads.emplace_back([&, i] {
+      Stubs s(TokenChannel(server.target(), tokens[i % tokens.size()]));
+      grpc::ClientContext ctx;
+      v1::SubmitJobRequest req;
+      *req.mutable_spec() = Spec(dataset, 0.25);
+      v1::Job job;
+      const grpc::Status st = s.jobs->SubmitJob(&ctx, req, &job);
       if (st.ok()) {
         ++admitted;
+      } else if (st.error_code() == grpc::RESOURCE_EXHAUSTED &&
+                 st.error_message().find("over the cap") !=
+                     std::string::npos) {
+        ++by_cap;
       } else if (st.error_code() == grpc::RESOURCE_EXHAUSTED) {
-        ++refused;
+        ++by_budget;
       } else {
-        ++other;
         ADD_FAILURE() << st.error_message();
       }
     });
   }
   for (auto& th : threads) th.join();
-  EXPECT_EQ(admitted + refused, 50);
-  EXPECT_GT(admitted.load(), 0);
-  EXPECT_GT(refused.load(), 0);
-  // The dataset's filter holds.
+  return {admitted.load(), by_cap.load(), by_budget.load()};
+}
+
+void ExpectWithinLimits(TestServer& server, const std::string& dataset,
+                        const std::vector<std::string>& tokens, double cap) {
   grpc::ClientContext ctx;
   v1::GetBudgetRequest br;
-  br.set_dataset("shared");
+  br.set_dataset(dataset);
   v1::BudgetStatus b;
-  ASSERT_TRUE(server_.budget().GetBudget(&ctx, br, &b).ok());
+  ASSERT_TRUE(server.budget().GetBudget(&ctx, br, &b).ok());
   EXPECT_LE(b.epsilon_spent(), b.epsilon_total() + 1e-9);
-  // Every analyst's cap holds, as each analyst sees it.
-  for (int a = 0; a < 5; ++a) {
-    Stubs s = As(tokens[a]);
+  for (size_t a = 0; a < tokens.size(); ++a) {
+    Stubs s(TokenChannel(server.target(), tokens[a]));
     grpc::ClientContext c;
     v1::BudgetStatus mine;
     ASSERT_TRUE(s.budget->GetBudget(&c, br, &mine).ok());
-    EXPECT_DOUBLE_EQ(mine.caller_epsilon_cap(), 0.7);
-    EXPECT_GT(mine.caller_epsilon_spent(), 0);
-    EXPECT_LE(mine.caller_epsilon_spent(), 0.7 + 1e-9) << "analyst " << a;
+    EXPECT_DOUBLE_EQ(mine.caller_epsilon_cap(), cap);
+    EXPECT_LE(mine.caller_epsilon_spent(), cap + 1e-9) << "analyst " << a;
   }
-  // A cap refusal names the cap.
+}
+
+TEST_F(AccessTest, ConcurrentSubmittersNeverExceedTheirCaps) {
+  // A large dataset budget: the caps bind.
+  ASSERT_TRUE(server_.Import(Header("shared", 50.0), SmallCsv(200)).ok());
+  std::vector<std::string> tokens;
+  for (int a = 0; a < 5; ++a) {
+    const std::string name = absl::StrCat("an", a);
+    tokens.push_back(server_.CreateAnalyst(name));
+    ASSERT_TRUE(server_.Grant(name, "shared", /*cap=*/0.6).ok());
+  }
+  const Round r = RunSubmitters(this, server_, "shared", tokens);
+  EXPECT_EQ(r.admitted + r.refused_by_cap + r.refused_by_budget, 50);
+  EXPECT_GE(r.admitted, 5);  // everyone fits at least one job
+  EXPECT_GT(r.refused_by_cap, 0);
+  EXPECT_EQ(r.refused_by_budget, 0);
+  ExpectWithinLimits(server_, "shared", tokens, 0.6);
+  // An estimate tells a capped analyst its next job would be refused.
   Stubs s0 = As(tokens[0]);
-  grpc::Status st;
-  for (int i = 0; i < 5 && st.ok(); ++i) Submit(s0, "shared", 0.25, &st);
-  EXPECT_EQ(st.error_code(), grpc::RESOURCE_EXHAUSTED);
+  grpc::ClientContext ctx;
+  v1::EstimateJobRequest req;
+  *req.mutable_spec() = Spec("shared", 0.25);
+  v1::JobEstimate est;
+  ASSERT_TRUE(s0.jobs->EstimateJob(&ctx, req, &est).ok());
+  EXPECT_FALSE(est.admissible());
+  EXPECT_THAT(est.message(), HasSubstr("over the cap of 0.6"));
+}
+
+TEST_F(AccessTest, ConcurrentSubmittersNeverExceedTheDatasetBudget) {
+  // Caps larger than the dataset's budget: the dataset's filter binds.
+  ASSERT_TRUE(server_.Import(Header("scarce", 1.0), SmallCsv(200)).ok());
+  std::vector<std::string> tokens;
+  for (int a = 0; a < 5; ++a) {
+    const std::string name = absl::StrCat("bn", a);
+    tokens.push_back(server_.CreateAnalyst(name));
+    ASSERT_TRUE(server_.Grant(name, "scarce", /*cap=*/0.9).ok());
+  }
+  const Round r = RunSubmitters(this, server_, "scarce", tokens);
+  EXPECT_EQ(r.admitted + r.refused_by_cap + r.refused_by_budget, 50);
+  EXPECT_GT(r.admitted, 0);
+  EXPECT_GT(r.refused_by_budget, 0);
+  ExpectWithinLimits(server_, "scarce", tokens, 0.9);
+}
+
+// ---------------------------------------------------------------- deletion
+
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The 8 bytes of a double as stored (little-endian, native layout).
+std::string Bytes(double v) {
+  return std::string(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+
+TEST_F(AccessTest, DeletionErasesRowsKeepsLedgerAndCancelsJobs) {
+  // Distinctive row values, easy to find in the database files.
+  const double marks[] = {31415.926535897931, -27182.818284590452};
+  std::string csv;
+  for (int i = 0; i < 300; ++i) {
+    absl::StrAppendFormat(&csv, "%.17g,%d,%s\n", i % 2 ? marks[0] : marks[1],
+                          i % 3, i % 2 ? "1" : "-1");
+  }
+  ASSERT_TRUE(server_.Import(Header("doomed", 50), csv).ok());
+  auto contains_marks = [&] {
+    const std::string files = FileBytes(server_.db_path()) +
+                              FileBytes(server_.db_path() + "-wal");
+    return files.find(Bytes(marks[0])) != std::string::npos ||
+           files.find(Bytes(marks[1])) != std::string::npos;
+  };
+  ASSERT_TRUE(contains_marks()) << "the test cannot see stored rows";
+  // One finished job (charged) and one long job that will be running.
+  Stubs curator = As(server_.curator_token());
+  const std::string done = Submit(curator, "doomed", 0.5);
+  ASSERT_EQ(server_.WaitForJob(done).state(), v1::JOB_STATE_SUCCEEDED);
+  grpc::ClientContext sctx;
+  v1::SubmitJobRequest long_req;
+  *long_req.mutable_spec() = Spec("doomed", 0.5, /*steps=*/200000);
+  v1::Job running;
+  ASSERT_TRUE(curator.jobs->SubmitJob(&sctx, long_req, &running).ok());
+
+  grpc::ClientContext dctx;
+  v1::DeleteDatasetRequest del;
+  del.set_name("doomed");
+  v1::DeleteDatasetResponse out;
+  const grpc::Status st = curator.datasets->DeleteDataset(&dctx, del, &out);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(out.cancelled_jobs(), 1);
+  EXPECT_GT(out.blocks_deleted(), 0);
+  EXPECT_EQ(server_.WaitForJob(running.id()).state(),
+            v1::JOB_STATE_CANCELLED);
+  // No row value is left in the database file or its WAL.
+  EXPECT_FALSE(contains_marks());
+  // The dataset is gone for everyone...
+  grpc::ClientContext g;
+  v1::GetDatasetRequest gr;
+  gr.set_name("doomed");
+  v1::DatasetInfo info;
+  EXPECT_EQ(curator.datasets->GetDataset(&g, gr, &info).error_code(),
+            grpc::NOT_FOUND);
+  grpc::Status sub;
+  Submit(curator, "doomed", 0.1, &sub);
+  EXPECT_EQ(sub.error_code(), grpc::NOT_FOUND);
+  // ...but its ledger (both charges) and audit history are kept, and the
+  // name stays reserved.
+  grpc::ClientContext l;
+  v1::ListLedgerRequest lr;
+  lr.set_dataset("doomed");
+  v1::ListLedgerResponse ledger;
+  ASSERT_TRUE(curator.budget->ListLedger(&l, lr, &ledger).ok());
+  EXPECT_EQ(ledger.entries_size(), 2);
+  EXPECT_THAT(server_.Import(Header("doomed", 50), SmallCsv(10))
+                  .error_message(),
+              HasSubstr("already exists"));
+  grpc::ClientContext a;
+  v1::ListAuditRequest ar;
+  ar.set_dataset("doomed");
+  v1::ListAuditResponse audit;
+  ASSERT_TRUE(server_.admin().ListAudit(&a, ar, &audit).ok());
+  bool saw = false;
+  for (const auto& e : audit.entries()) {
+    saw |= e.method() == "DatasetService/DeleteDataset" && e.code() == 0;
+  }
+  EXPECT_TRUE(saw);
+  // Deleting again: NOT_FOUND.
+  grpc::ClientContext d2;
+  EXPECT_EQ(curator.datasets->DeleteDataset(&d2, del, &out).error_code(),
+            grpc::NOT_FOUND);
 }
 
 // ---------------------------------------------------------------- TLS
