@@ -118,10 +118,18 @@ absl::StatusOr<std::vector<double>> GenericSampledRdp(
     return log_fact[a] - log_fact[l] - log_fact[a - l];
   };
   // K[k] for k = 1..n, each a log-sum-exp of its terms.
+  // Only the integer orders the requested orders need (floor and ceiling).
+  std::vector<uint8_t> needed(n + 1, 0);
+  for (double a : orders) {
+    if (!std::isfinite(a)) continue;
+    needed[static_cast<int64_t>(std::floor(a))] = 1;
+    needed[static_cast<int64_t>(std::ceil(a))] = 1;
+  }
   std::vector<double> k_int(n + 1, 0.0);
   std::vector<double> terms;
   terms.reserve(n + 2);
   for (int64_t a = 2; a <= n; ++a) {
+    if (!needed[a]) continue;
     const double da = static_cast<double>(a);
     terms.clear();
     if (!without_replacement) {

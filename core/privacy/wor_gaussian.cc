@@ -17,16 +17,16 @@ constexpr double kLogTwoPi = 1.8378770664093454836;  // log(2 pi)
 // to this value are integrated) and noise multipliers z >= kMinDifferenceZ.
 constexpr int kMaxDifferenceOrder = 64;
 constexpr double kMinDifferenceZ = 0.25;
-constexpr double kStep = 0.02;
+constexpr double kStep = 0.05;
 
 // log of (sum of exp(values)), -inf for an empty or all -inf input.
 double LogSumExp(const std::vector<double>& values) {
   double m = -kInf;
   for (double v : values) m = std::max(m, v);
   if (!std::isfinite(m)) return m;
-  long double acc = 0;
-  for (double v : values) acc += std::exp(static_cast<long double>(v - m));
-  return m + static_cast<double>(std::log(acc));
+  double acc = 0;
+  for (double v : values) acc += std::exp(v - m);
+  return m + std::log(acc);
 }
 
 }  // namespace
@@ -111,11 +111,19 @@ std::vector<double> RdpSampledWithoutReplacementGaussian(
     log_fact[i] = log_fact[i - 1] + std::log(static_cast<double>(i));
   }
   const double log_gamma = std::log(gamma);
-  // cgf[a] = (a - 1) eps(a) for integer a, cgf[1] = 0.
+  // cgf[a] = (a - 1) eps(a) for the integer orders the requested orders need
+  // (each order's floor and ceiling), cgf[1] = 0.
+  std::vector<uint8_t> needed(n + 1, 0);
+  for (double a : orders) {
+    if (!std::isfinite(a)) continue;
+    needed[static_cast<int64_t>(std::floor(a))] = 1;
+    needed[static_cast<int64_t>(std::ceil(a))] = 1;
+  }
   std::vector<double> cgf(n + 1, 0.0);
   std::vector<double> terms;
   terms.reserve(n);
   for (int64_t a = 2; a <= n; ++a) {
+    if (!needed[a]) continue;
     terms.clear();
     for (int64_t j = 2; j <= a; ++j) {
       terms.push_back(static_cast<double>(j) * log_gamma + log_fact[a] -
