@@ -1,8 +1,11 @@
 // dpopt-server: the curator's long-running gRPC service.
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -49,7 +52,20 @@ int main(int argc, char** argv) {
       "usage: dpopt-server [--db=PATH] [--listen=HOST:PORT] [--workers=N] "
       "[--queue=N] [--curator-token-file=PATH] [--tls-cert=PEM "
       "--tls-key=PEM [--tls-client-ca=PEM]] [--insecure]");
-  absl::ParseCommandLine(argc, argv);
+  // Flags are documented with dashes (--tls-cert); Abseil names them with
+  // underscores. Accept both spellings of every flag name.
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string& a = args[i];
+    if (a == "--") break;
+    if (a.rfind("--", 0) != 0) continue;
+    const size_t end = std::min(a.find('='), a.size());
+    std::replace(a.begin() + 2, a.begin() + end, '-', '_');
+  }
+  std::vector<char*> normalized;
+  for (std::string& a : args) normalized.push_back(a.data());
+  absl::ParseCommandLine(static_cast<int>(normalized.size()),
+                         normalized.data());
 
   dpopt::server::ServerOptions o;
   o.db_path = absl::GetFlag(FLAGS_db);
@@ -74,8 +90,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cerr << "dpopt-server: listening on port " << (*server)->port()
-            << (o.tls_cert.empty() ? " (plaintext)" : " (TLS)")
-            << ", database " << o.db_path << std::endl;
+            << (o.tls_cert.empty() ? " (plaintext)" : " (TLS)") << ", database "
+            << o.db_path << std::endl;
   if ((*server)->bootstrapped()) {
     std::cerr << "dpopt-server: created the curator principal \"curator\"; "
                  "its token is in "
