@@ -27,6 +27,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/common.h"
 #include "client/flags.h"
 #include "core/privacy/accountant.h"
 #include "core/privacy/dp_event.h"
@@ -37,219 +38,6 @@
 
 namespace dpopt::client {
 namespace {
-
-namespace pb = ::dpopt::v1;
-
-constexpr char kDefaultServer[] = "127.0.0.1:50051";
-
-// ---------------------------------------------------------------- plumbing
-
-struct Globals {
-  std::string server;
-  bool json = false;
-  double timeout_s = 120;
-};
-
-const std::vector<FlagSpec>& GlobalFlags() {
-  static const auto* flags = new std::vector<FlagSpec>{
-      {"server", false,
-       "server address HOST:PORT (default $DPOPT_SERVER or 127.0.0.1:50051)",
-       "HOST:PORT"},
-      {"json", true, "print machine-readable JSON on stdout"},
-      {"timeout", false, "RPC deadline in seconds (default 120)", "SECONDS"},
-      {"help", true, "show help for the command"},
-  };
-  return *flags;
-}
-
-std::vector<FlagSpec> WithGlobals(std::vector<FlagSpec> specs) {
-  for (const auto& g : GlobalFlags()) specs.push_back(g);
-  return specs;
-}
-
-struct Command {
-  std::string path;  // e.g. "dataset import"
-  std::string args;  // positional synopsis
-  std::string summary;
-  std::vector<FlagSpec> flags;
-  std::function<int(const ParsedArgs&, const Globals&)> run;
-};
-
-std::string StatusCodeName(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::OK:
-      return "OK";
-    case grpc::CANCELLED:
-      return "CANCELLED";
-    case grpc::UNKNOWN:
-      return "UNKNOWN";
-    case grpc::INVALID_ARGUMENT:
-      return "INVALID_ARGUMENT";
-    case grpc::DEADLINE_EXCEEDED:
-      return "DEADLINE_EXCEEDED";
-    case grpc::NOT_FOUND:
-      return "NOT_FOUND";
-    case grpc::ALREADY_EXISTS:
-      return "ALREADY_EXISTS";
-    case grpc::PERMISSION_DENIED:
-      return "PERMISSION_DENIED";
-    case grpc::RESOURCE_EXHAUSTED:
-      return "RESOURCE_EXHAUSTED";
-    case grpc::FAILED_PRECONDITION:
-      return "FAILED_PRECONDITION";
-    case grpc::ABORTED:
-      return "ABORTED";
-    case grpc::OUT_OF_RANGE:
-      return "OUT_OF_RANGE";
-    case grpc::UNIMPLEMENTED:
-      return "UNIMPLEMENTED";
-    case grpc::INTERNAL:
-      return "INTERNAL";
-    case grpc::UNAVAILABLE:
-      return "UNAVAILABLE";
-    case grpc::DATA_LOSS:
-      return "DATA_LOSS";
-    case grpc::UNAUTHENTICATED:
-      return "UNAUTHENTICATED";
-    default:
-      return "UNKNOWN";
-  }
-}
-
-// Exit codes: 0 ok, 1 the server refused or failed, 2 usage error,
-// 3 server unreachable.
-int ReportRpcError(const grpc::Status& s, const Globals& g) {
-  if (g.json) {
-    std::cout << "{\"error\":{\"code\":\"" << StatusCodeName(s.error_code())
-              << "\",\"message\":" << '"';
-    for (char c : s.error_message()) {
-      if (c == '"' || c == '\\') std::cout << '\\';
-      std::cout << c;
-    }
-    std::cout << "\"}}" << std::endl;
-  }
-  std::cerr << "error: " << StatusCodeName(s.error_code()) << ": "
-            << s.error_message() << std::endl;
-  if (s.error_code() == grpc::UNAVAILABLE) {
-    std::cerr << "hint: is dpopt-server running at " << g.server
-              << "? (set --server or DPOPT_SERVER)" << std::endl;
-    return 3;
-  }
-  return 1;
-}
-
-int UsageError(const std::string& msg) {
-  std::cerr << "error: " << msg << std::endl;
-  return 2;
-}
-
-int UsageError(const absl::Status& s) {
-  return UsageError(std::string(s.message()));
-}
-
-std::string ToJson(const google::protobuf::Message& m) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions o;
-  o.add_whitespace = true;
-  o.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
-  return out;
-}
-
-std::string ToJsonLine(const google::protobuf::Message& m) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions o;
-  o.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
-  return out;
-}
-
-class Client {
- public:
-  explicit Client(const Globals& g) : g_(g) {
-    channel_ =
-        grpc::CreateChannel(g.server, grpc::InsecureChannelCredentials());
-    datasets_ = pb::DatasetService::NewStub(channel_);
-    budget_ = pb::BudgetService::NewStub(channel_);
-    jobs_ = pb::JobService::NewStub(channel_);
-    health_ = grpc::health::v1::Health::NewStub(channel_);
-  }
-
-  // A context with the deadline and, when $DPOPT_TOKEN is set, the bearer
-  // token (design.md §6).
-  std::unique_ptr<grpc::ClientContext> Context(bool deadline = true) const {
-    auto ctx = std::make_unique<grpc::ClientContext>();
-    if (deadline) {
-      ctx->set_deadline(
-          std::chrono::system_clock::now() +
-          std::chrono::milliseconds(static_cast<int64_t>(g_.timeout_s * 1000)));
-    }
-    if (const char* token = std::getenv("DPOPT_TOKEN");
-        token != nullptr && *token != '\0') {
-      ctx->AddMetadata("authorization", absl::StrCat("Bearer ", token));
-    }
-    return ctx;
-  }
-
-  pb::DatasetService::Stub& datasets() { return *datasets_; }
-  pb::BudgetService::Stub& budget() { return *budget_; }
-  pb::JobService::Stub& jobs() { return *jobs_; }
-  grpc::health::v1::Health::Stub& health() { return *health_; }
-
- private:
-  Globals g_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<pb::DatasetService::Stub> datasets_;
-  std::unique_ptr<pb::BudgetService::Stub> budget_;
-  std::unique_ptr<pb::JobService::Stub> jobs_;
-  std::unique_ptr<grpc::health::v1::Health::Stub> health_;
-};
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string Num(double v) { return absl::StrFormat("%.6g", v); }
-
-std::string StateName(pb::JobState s) {
-  switch (s) {
-    case pb::JOB_STATE_QUEUED:
-      return "QUEUED";
-    case pb::JOB_STATE_RUNNING:
-      return "RUNNING";
-    case pb::JOB_STATE_SUCCEEDED:
-      return "SUCCEEDED";
-    case pb::JOB_STATE_FAILED:
-      return "FAILED";
-    case pb::JOB_STATE_CANCELLED:
-      return "CANCELLED";
-    default:
-      return "UNKNOWN";
-  }
-}
-
-bool Terminal(pb::JobState s) {
-  return s == pb::JOB_STATE_SUCCEEDED || s == pb::JOB_STATE_FAILED ||
-         s == pb::JOB_STATE_CANCELLED;
-}
-
-std::string FilterName(pb::BudgetFilter f) {
-  return f == pb::BUDGET_FILTER_BASIC ? "basic composition" : "RDP filter";
-}
-
-void PrintBudget(const pb::BudgetStatus& b) {
-  std::cout << absl::StrFormat(
-      "budget of %s\n  total      epsilon = %s at delta = %s\n"
-      "  spent      epsilon = %s\n  remaining  epsilon = %s\n"
-      "  charges    %d\n  accounting %s\n",
-      b.dataset(), Num(b.epsilon_total()), Num(b.delta_total()),
-      Num(b.epsilon_spent()), Num(b.epsilon_remaining()), b.charges(),
-      b.accounting().empty() ? FilterName(b.filter()) : b.accounting());
-}
 
 // ---------------------------------------------------------------- datasets
 
@@ -923,7 +711,7 @@ std::vector<Command> Commands() {
     base.insert(base.end(), more.begin(), more.end());
     return base;
   };
-  return {
+  std::vector<Command> cmds = {
       {"dataset import",
        "NAME FILE",
        "import a dataset file (curator); one transaction, nothing "
@@ -1003,6 +791,8 @@ std::vector<Command> Commands() {
        with(sgd, {{"epsilon", false, "target epsilon", "E"}}),
        PrivacyCalibrate},
   };
+  for (Command& c : AdminCommands()) cmds.push_back(std::move(c));
+  return cmds;
 }
 
 void PrintTopHelp(const std::vector<Command>& cmds) {
@@ -1019,8 +809,9 @@ void PrintTopHelp(const std::vector<Command>& cmds) {
         "  --%-32s %s\n",
         f.boolean ? f.name : absl::StrCat(f.name, "=", f.value_name), f.help);
   }
-  std::cout << "\nThe bearer token, if the server requires one, is read from "
-               "$DPOPT_TOKEN.\nRun 'dpopt COMMAND --help' for a command's "
+  std::cout << "\nThe bearer token is read from --token-file, $DPOPT_TOKEN "
+               "or ~/.config/dpopt/token.\nRun 'dpopt COMMAND --help' for a "
+               "command's "
                "flags.\nExit codes: 0 ok, 1 refused or failed by the server, "
                "2 usage error, 3 server unreachable.\n";
 }
@@ -1046,7 +837,10 @@ int Main(int argc, char** argv) {
         a != "--version") {
       leading.push_back(a);
       const bool has_value = a.find('=') != std::string::npos;
-      if (!has_value && (a == "--server" || a == "--timeout") && i + 1 < argc) {
+      if (!has_value &&
+          (a == "--server" || a == "--timeout" || a == "--token-file" ||
+           a == "--tls-ca" || a == "--tls-cert" || a == "--tls-key") &&
+          i + 1 < argc) {
         leading.push_back(argv[++i]);
       }
       continue;
@@ -1077,9 +871,32 @@ int Main(int argc, char** argv) {
     }
   }
   if (cmd == nullptr) {
-    std::cerr << "error: unknown command '" << args[0]
-              << "'. Run 'dpopt --help'.\n";
-    return 2;
+    // A command group ("dpopt job", "dpopt job --help"): list its commands.
+    std::vector<const Command*> group;
+    for (const auto& c : cmds) {
+      if (absl::StartsWith(c.path, args[0] + " ")) group.push_back(&c);
+    }
+    if (group.empty()) {
+      std::cerr << "error: unknown command '" << args[0]
+                << "'. Run 'dpopt --help'.\n";
+      return 2;
+    }
+    const bool help = args.size() == 2 && (args[1] == "--help" ||
+                                           args[1] == "-h");
+    if (args.size() > 1 && !help) {
+      std::cerr << "error: unknown command '" << args[0] << " " << args[1]
+                << "'.\n";
+    }
+    (help ? std::cout : std::cerr)
+        << "usage: dpopt " << args[0] << " COMMAND [ARGS] [flags]\n\n"
+        << "commands:\n";
+    for (const Command* c : group) {
+      (help ? std::cout : std::cerr) << absl::StrFormat(
+          "  %-34s %s\n", absl::StrCat(c->path, " ", c->args), c->summary);
+    }
+    (help ? std::cout : std::cerr)
+        << "\nRun 'dpopt " << args[0] << " COMMAND --help' for its flags.\n";
+    return help ? 0 : 2;
   }
   std::vector<std::string> rest(args.begin() + used, args.end());
   rest.insert(rest.end(), leading.begin(), leading.end());
@@ -1099,6 +916,9 @@ int Main(int argc, char** argv) {
     return UsageError("--timeout must be a positive number of seconds");
   }
   g.timeout_s = *timeout;
+  if (absl::Status creds = ResolveCredentials(*parsed, g); !creds.ok()) {
+    return UsageError(creds);
+  }
   return cmd->run(*parsed, g);
 }
 

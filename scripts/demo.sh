@@ -19,6 +19,9 @@ server_pid=$!
 trap 'kill $server_pid 2>/dev/null; wait 2>/dev/null; echo "(demo files in $work)"' EXIT
 dp() { echo "\$ dpopt $*" >&2; "$build/client/dpopt" --server="$addr" "$@"; }
 for _ in $(seq 1 100); do "$build/client/dpopt" --server="$addr" health >/dev/null 2>&1 && break; sleep 0.1; done
+# The first start created the curator principal and wrote its bearer token
+# (mode 0600) beside the database; the CLI reads it from DPOPT_TOKEN.
+export DPOPT_TOKEN="$(cat "$work/dpopt.db.curator-token")"
 
 dp dataset import adult data/adult/a9a --format=libsvm --dimension=123 \
   --epsilon-budget=3 --delta-budget=1e-6

@@ -1,6 +1,7 @@
 #include "server/dataset_manager.h"
 
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -210,17 +211,33 @@ absl::StatusOr<v1::DatasetInfo> DatasetManager::Get(const std::string& name) {
 }
 
 absl::StatusOr<v1::BudgetStatus> DatasetManager::Budget(
-    const std::string& name) {
+    const std::string& name, const std::string& caller) {
   ASSIGN_OR_RETURN(auto snap, db_->ledger().Snapshot(name));
   if (snap.dataset.is_public) {
     return absl::FailedPreconditionError(
         absl::StrCat("dataset ", name, " is public: it has no privacy budget"));
   }
-  return BudgetOf(snap.dataset, snap.entries);
+  ASSIGN_OR_RETURN(v1::BudgetStatus b, BudgetOf(snap.dataset, snap.entries));
+  if (caller.empty()) return b;
+  // The caller's cap view: the same filter over its own charges, with the
+  // cap as the budget (exactly what admission enforces, storage/ledger.h).
+  ASSIGN_OR_RETURN(std::optional<storage::GrantRecord> grant,
+                   db_->access().FindGrant(caller, name));
+  if (!grant.has_value() || grant->epsilon_cap <= 0) return b;
+  storage::DatasetRecord capped = snap.dataset;
+  capped.epsilon_budget = grant->epsilon_cap;
+  std::vector<storage::LedgerEntry> own;
+  for (const auto& e : snap.entries) {
+    if (e.principal == caller) own.push_back(e);
+  }
+  ASSIGN_OR_RETURN(v1::BudgetStatus mine, BudgetOf(capped, own));
+  b.set_caller_epsilon_cap(grant->epsilon_cap);
+  b.set_caller_epsilon_spent(mine.epsilon_spent());
+  return b;
 }
 
 absl::StatusOr<v1::ListLedgerResponse> DatasetManager::Ledger(
-    const std::string& name) {
+    const std::string& name, const std::string& only_principal) {
   ASSIGN_OR_RETURN(auto snap, db_->ledger().Snapshot(name));
   if (snap.dataset.is_public) {
     return absl::FailedPreconditionError(
@@ -228,6 +245,7 @@ absl::StatusOr<v1::ListLedgerResponse> DatasetManager::Ledger(
   }
   v1::ListLedgerResponse out;
   for (const auto& e : snap.entries) {
+    if (!only_principal.empty() && e.principal != only_principal) continue;
     v1::LedgerEntry* p = out.add_entries();
     p->set_sequence(e.seq);
     p->set_dataset(e.dataset);

@@ -30,9 +30,14 @@ class DatasetManager {
   absl::StatusOr<v1::ListDatasetsResponse> List();
   // NOT_FOUND for unknown names.
   absl::StatusOr<v1::DatasetInfo> Get(const std::string& name);
-  // FAILED_PRECONDITION for public datasets (they have no budget).
-  absl::StatusOr<v1::BudgetStatus> Budget(const std::string& name);
-  absl::StatusOr<v1::ListLedgerResponse> Ledger(const std::string& name);
+  // FAILED_PRECONDITION for public datasets (they have no budget). With a
+  // non-empty `caller` holding a capped grant, also its cap and own spend.
+  absl::StatusOr<v1::BudgetStatus> Budget(const std::string& name,
+                                          const std::string& caller = "");
+  // Every charge, or only those of `only_principal` when it is non-empty
+  // (the budget shown is the dataset's either way).
+  absl::StatusOr<v1::ListLedgerResponse> Ledger(
+      const std::string& name, const std::string& only_principal = "");
 
   // Helpers shared with the job manager.
   static absl::StatusOr<privacy::BudgetConfig> BudgetConfigOf(

@@ -1,6 +1,7 @@
 #include "server/job_manager.h"
 
 #include <cmath>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -233,7 +234,8 @@ absl::StatusOr<JobManager::Prepared> JobManager::Prepare(
   return p;
 }
 
-absl::StatusOr<v1::JobEstimate> JobManager::Estimate(const v1::JobSpec& spec) {
+absl::StatusOr<v1::JobEstimate> JobManager::Estimate(
+    const v1::JobSpec& spec, const std::string& principal) {
   ASSIGN_OR_RETURN(Prepared p, Prepare(spec));
   v1::JobEstimate est;
   *est.mutable_calibration() = CalibrationToProto(p.calibration);
@@ -250,6 +252,30 @@ absl::StatusOr<v1::JobEstimate> JobManager::Estimate(const v1::JobSpec& spec) {
   std::vector<std::string> blobs;
   for (const auto& e : entries) blobs.push_back(e.cost_blob);
   absl::Status admit = p.filter->Admit(blobs, p.priced.cost_blob);
+  // The caller's cap, as the admission transaction applies it
+  // (storage/ledger.h): the same blobs under a filter whose budget is the cap.
+  ASSIGN_OR_RETURN(std::optional<storage::GrantRecord> grant,
+                   db_->access().FindGrant(principal, p.dataset.name));
+  if (admit.ok() && grant.has_value() && grant->epsilon_cap > 0) {
+    storage::DatasetRecord capped = p.dataset;
+    capped.epsilon_budget = grant->epsilon_cap;
+    ASSIGN_OR_RETURN(privacy::BudgetConfig config,
+                     DatasetManager::BudgetConfigOf(capped));
+    ASSIGN_OR_RETURN(std::unique_ptr<privacy::PrivacyFilter> cap_filter,
+                     privacy::PrivacyFilter::Create(config));
+    std::vector<std::string> own;
+    for (const auto& e : entries) {
+      if (e.principal == principal) own.push_back(e.cost_blob);
+    }
+    admit = cap_filter->Admit(own, p.priced.cost_blob);
+    if (!admit.ok()) {
+      admit = absl::Status(
+          admit.code(), absl::StrCat("over the cap of ", grant->epsilon_cap,
+                                     " epsilon that the curator set for \"",
+                                     principal, "\" on this dataset: ",
+                                     admit.message()));
+    }
+  }
   if (admit.ok()) {
     est.set_admissible(true);
     blobs.push_back(p.priced.cost_blob);
@@ -294,12 +320,19 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec,
     charge.delta = p->priced.delta;
     charge.principal = principal;
     charge.note = absl::StrCat(p->job.algorithm_name, " job");
-    const privacy::PrivacyFilter* filter = p->filter.get();
     const std::string next = p->priced.cost_blob;
+    // The filter is built from the record read inside the admission
+    // transaction: the dataset's budget, or an analyst's cap (the ledger
+    // passes the dataset with its budget replaced by the cap). Cost blobs do
+    // not depend on the epsilon budget, so the same blobs price both.
     auto admit =
-        [filter, &next](
-            const storage::DatasetRecord&,
-            const std::vector<storage::LedgerEntry>& existing) -> absl::Status {
+        [&next](const storage::DatasetRecord& record,
+                const std::vector<storage::LedgerEntry>& existing)
+        -> absl::Status {
+      ASSIGN_OR_RETURN(privacy::BudgetConfig config,
+                       DatasetManager::BudgetConfigOf(record));
+      ASSIGN_OR_RETURN(std::unique_ptr<privacy::PrivacyFilter> filter,
+                       privacy::PrivacyFilter::Create(config));
       std::vector<std::string> blobs;
       blobs.reserve(existing.size());
       for (const auto& e : existing) blobs.push_back(e.cost_blob);
@@ -510,6 +543,32 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& id) {
   }
   runner_->Cancel(id);
   return Get(id);
+}
+
+absl::StatusOr<int64_t> JobManager::CancelDatasetJobs(
+    const std::string& dataset, absl::Duration wait) {
+  ASSIGN_OR_RETURN(v1::ListJobsResponse jobs, List(dataset));
+  std::vector<std::string> ids;
+  for (const v1::Job& j : jobs.jobs()) {
+    if (j.state() == v1::JOB_STATE_QUEUED ||
+        j.state() == v1::JOB_STATE_RUNNING) {
+      runner_->Cancel(j.id());
+      ids.push_back(j.id());
+    }
+  }
+  const absl::Time deadline = absl::Now() + wait;
+  for (const std::string& id : ids) {
+    for (;;) {
+      ASSIGN_OR_RETURN(JobRecord r, db_->jobs().Get(id));
+      if (r.state != JobState::kQueued && r.state != JobState::kRunning) break;
+      if (absl::Now() > deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "job ", id, " did not stop in time; nothing was deleted, retry"));
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+  return static_cast<int64_t>(ids.size());
 }
 
 absl::StatusOr<v1::JobResult> JobManager::Result(const std::string& id) {

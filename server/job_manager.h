@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "core/jobs/job_runner.h"
 #include "dpopt/v1/dpopt.pb.h"
 #include "server/dataset_manager.h"
@@ -39,7 +40,10 @@ class JobManager {
   absl::Status RecoverInterruptedJobs();
 
   // Calibrates and prices a job; charges nothing.
-  absl::StatusOr<v1::JobEstimate> Estimate(const v1::JobSpec& spec);
+  // `principal` (may be empty) decides whether a per-analyst cap applies to
+  // the admissibility shown.
+  absl::StatusOr<v1::JobEstimate> Estimate(const v1::JobSpec& spec,
+                                           const std::string& principal = "");
   // Charges and queues a job. RESOURCE_EXHAUSTED if the budget or the queue
   // cannot take it (then nothing is charged).
   absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec,
@@ -48,6 +52,11 @@ class JobManager {
   absl::StatusOr<v1::ListJobsResponse> List(const std::string& dataset);
   // FAILED_PRECONDITION if the job already ended.
   absl::StatusOr<v1::Job> Cancel(const std::string& id);
+  // Cancels every queued or running job of `dataset` and waits (up to
+  // `wait`) until they have ended. Returns how many were cancelled.
+  // DEADLINE_EXCEEDED if some job has not stopped in time.
+  absl::StatusOr<int64_t> CancelDatasetJobs(const std::string& dataset,
+                                            absl::Duration wait);
   // FAILED_PRECONDITION unless the job SUCCEEDED.
   absl::StatusOr<v1::JobResult> Result(const std::string& id);
 

@@ -17,6 +17,17 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "address to listen on, HOST:PORT (0.0.0.0:50051 for all interfaces)");
 ABSL_FLAG(int, workers, 2, "job worker threads");
 ABSL_FLAG(int, queue, 64, "maximum number of queued jobs");
+ABSL_FLAG(std::string, curator_token_file, "",
+          "where the first start on a fresh database writes the curator's "
+          "bearer token (mode 0600); default: the --db path + "
+          "\".curator-token\"");
+ABSL_FLAG(std::string, tls_cert, "", "TLS certificate chain (PEM)");
+ABSL_FLAG(std::string, tls_key, "", "TLS private key (PEM)");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "CA (PEM) that must have signed client certificates (mutual TLS)");
+ABSL_FLAG(bool, insecure, false,
+          "allow listening on a non-loopback address without TLS (only "
+          "behind a trusted TLS-terminating proxy; tokens travel in clear)");
 
 namespace {
 volatile std::sig_atomic_t g_signal = 0;
@@ -36,7 +47,8 @@ int main(int argc, char** argv) {
       "Holds datasets and a persistent privacy ledger in SQLite and runs DP\n"
       "optimization jobs submitted over gRPC (see `dpopt --help`).\n\n"
       "usage: dpopt-server [--db=PATH] [--listen=HOST:PORT] [--workers=N] "
-      "[--queue=N]");
+      "[--queue=N] [--curator-token-file=PATH] [--tls-cert=PEM "
+      "--tls-key=PEM [--tls-client-ca=PEM]] [--insecure]");
   absl::ParseCommandLine(argc, argv);
 
   dpopt::server::ServerOptions o;
@@ -44,13 +56,31 @@ int main(int argc, char** argv) {
   o.listen = absl::GetFlag(FLAGS_listen);
   o.workers = absl::GetFlag(FLAGS_workers);
   o.queue_capacity = absl::GetFlag(FLAGS_queue);
+  o.curator_token_file = absl::GetFlag(FLAGS_curator_token_file);
+  o.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  o.tls_key = absl::GetFlag(FLAGS_tls_key);
+  o.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  o.insecure = absl::GetFlag(FLAGS_insecure);
+  if (o.insecure && o.tls_cert.empty() &&
+      !dpopt::server::IsLoopbackAddress(o.listen)) {
+    std::cerr << "dpopt-server: WARNING: --insecure: listening on " << o.listen
+              << " WITHOUT TLS; bearer tokens and results cross the network "
+                 "in clear text. Use only behind a TLS-terminating proxy."
+              << std::endl;
+  }
   auto server = dpopt::server::DpoptServer::Start(o);
   if (!server.ok()) {
     std::cerr << "dpopt-server: " << server.status().ToString() << std::endl;
     return 1;
   }
   std::cerr << "dpopt-server: listening on port " << (*server)->port()
+            << (o.tls_cert.empty() ? " (plaintext)" : " (TLS)")
             << ", database " << o.db_path << std::endl;
+  if ((*server)->bootstrapped()) {
+    std::cerr << "dpopt-server: created the curator principal \"curator\"; "
+                 "its token is in "
+              << o.TokenFile() << " (mode 0600)" << std::endl;
+  }
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   while (g_signal == 0) {

@@ -1,18 +1,45 @@
 #include "server/server.h"
 
+#include <fstream>
+#include <sstream>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "core/common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/dataset_manager.h"
+#include "server/auth.h"
 #include "server/job_manager.h"
 #include "server/services.h"
 #include "server/trace_hub.h"
 #include "storage/database.h"
 
 namespace dpopt::server {
+
+bool IsLoopbackAddress(absl::string_view listen) {
+  absl::string_view host = listen;
+  const size_t colon = host.rfind(':');
+  if (colon != absl::string_view::npos) host = host.substr(0, colon);
+  if (absl::ConsumePrefix(&host, "[")) absl::ConsumeSuffix(&host, "]");
+  return host == "localhost" || host == "::1" ||
+         absl::StartsWith(host, "127.") || absl::StartsWith(host, "unix");
+}
+
+namespace {
+absl::StatusOr<std::string> ReadPem(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read TLS file ", path));
+  }
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+}  // namespace
 
 absl::Status ServerOptions::Validate() const {
   if (db_path.empty()) return absl::InvalidArgumentError("--db is required");
@@ -22,6 +49,21 @@ absl::Status ServerOptions::Validate() const {
   }
   if (queue_capacity < 1 || queue_capacity > 100000) {
     return absl::InvalidArgumentError("--queue must be in [1, 100000]");
+  }
+  if (tls_cert.empty() != tls_key.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-cert and --tls-key must be given together");
+  }
+  if (!tls_client_ca.empty() && tls_cert.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key");
+  }
+  if (tls_cert.empty() && !insecure && !IsLoopbackAddress(listen)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing to listen on ", listen,
+        " without TLS: bearer tokens would cross the network in clear text. "
+        "Give --tls-cert and --tls-key, listen on 127.0.0.1, or pass "
+        "--insecure if a trusted proxy terminates TLS"));
   }
   return absl::OkStatus();
 }
@@ -42,21 +84,43 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
       JobManager::Create(jo, s->db_.get(), s->datasets_.get(), s->hub_.get()));
   RETURN_IF_ERROR(s->jobs_->RecoverInterruptedJobs());
 
-  s->dataset_service_ =
-      std::make_unique<DatasetServiceImpl>(s->datasets_.get());
-  s->budget_service_ = std::make_unique<BudgetServiceImpl>(s->datasets_.get());
+  s->auth_ = std::make_unique<Authenticator>(s->db_.get());
+  ASSIGN_OR_RETURN(s->bootstrapped_, s->auth_->Bootstrap(options.TokenFile()));
+  const CallEnv env{s->auth_.get(), &s->db_->access(), s->db_.get()};
+  s->dataset_service_ = std::make_unique<DatasetServiceImpl>(
+      env, s->datasets_.get(), s->jobs_.get());
+  s->budget_service_ =
+      std::make_unique<BudgetServiceImpl>(env, s->datasets_.get());
   s->job_service_ =
-      std::make_unique<JobServiceImpl>(s->jobs_.get(), s->hub_.get());
+      std::make_unique<JobServiceImpl>(env, s->jobs_.get(), s->hub_.get());
+  s->admin_service_ = std::make_unique<AdminServiceImpl>(env);
+
+  std::shared_ptr<grpc::ServerCredentials> creds =
+      grpc::InsecureServerCredentials();
+  if (!options.tls_cert.empty()) {
+    grpc::SslServerCredentialsOptions ssl(
+        options.tls_client_ca.empty()
+            ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+    ASSIGN_OR_RETURN(pair.private_key, ReadPem(options.tls_key));
+    ASSIGN_OR_RETURN(pair.cert_chain, ReadPem(options.tls_cert));
+    ssl.pem_key_cert_pairs.push_back(std::move(pair));
+    if (!options.tls_client_ca.empty()) {
+      ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadPem(options.tls_client_ca));
+    }
+    creds = grpc::SslServerCredentials(ssl);
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
-                           &s->port_);
+  builder.AddListeningPort(options.listen, creds, &s->port_);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.RegisterService(s->dataset_service_.get());
   builder.RegisterService(s->budget_service_.get());
   builder.RegisterService(s->job_service_.get());
+  builder.RegisterService(s->admin_service_.get());
   s->grpc_server_ = builder.BuildAndStart();
   if (s->grpc_server_ == nullptr || s->port_ == 0) {
     s->jobs_->Shutdown();

@@ -22,6 +22,8 @@ class TraceHub;
 class DatasetServiceImpl;
 class BudgetServiceImpl;
 class JobServiceImpl;
+class AdminServiceImpl;
+class Authenticator;
 
 struct ServerOptions {
   // SQLite database file; created and migrated on first start.
@@ -33,8 +35,25 @@ struct ServerOptions {
   int queue_capacity = 64;
   // Largest gRPC message accepted (import chunks are 1 MiB).
   int max_message_bytes = 16 << 20;
+  // Where the first start on a fresh database writes the curator's bearer
+  // token (mode 0600). Empty: db_path + ".curator-token".
+  std::string curator_token_file;
+  // TLS (PEM files). With tls_client_ca, clients must present a certificate
+  // signed by it (mutual TLS). Without TLS the server listens only on a
+  // loopback address unless `insecure` is set (logged loudly).
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  bool insecure = false;
   absl::Status Validate() const;
+  std::string TokenFile() const {
+    return curator_token_file.empty() ? db_path + ".curator-token"
+                                      : curator_token_file;
+  }
 };
+
+// True for 127.0.0.0/8, ::1, localhost and unix sockets (HOST:PORT form).
+bool IsLoopbackAddress(absl::string_view listen);
 
 class DpoptServer {
  public:
@@ -45,6 +64,8 @@ class DpoptServer {
   ~DpoptServer();
 
   int port() const { return port_; }
+  // Whether this start created the bootstrap curator and wrote its token.
+  bool bootstrapped() const { return bootstrapped_; }
   // Blocks until Shutdown() is called from another thread.
   void Wait();
   // Deterministic shutdown: stop accepting RPCs, cancel and join jobs, close
@@ -63,6 +84,9 @@ class DpoptServer {
   std::unique_ptr<DatasetServiceImpl> dataset_service_;
   std::unique_ptr<BudgetServiceImpl> budget_service_;
   std::unique_ptr<JobServiceImpl> job_service_;
+  std::unique_ptr<AdminServiceImpl> admin_service_;
+  std::unique_ptr<Authenticator> auth_;
+  bool bootstrapped_ = false;
   std::unique_ptr<grpc::Server> grpc_server_;
   bool shut_down_ = false;
 };

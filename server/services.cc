@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "core/common/status_macros.h"
+#include "server/proto_util.h"
 #include "server/status_util.h"
 
 namespace dpopt::server {
@@ -14,10 +16,10 @@ namespace {
 constexpr size_t kMaxImportBytes = size_t{2} << 30;
 
 template <typename T>
-grpc::Status Reply(absl::StatusOr<T> result, T* response) {
-  if (!result.ok()) return ToGrpcStatus(result.status());
+absl::Status Assign(absl::StatusOr<T> result, T* response) {
+  if (!result.ok()) return result.status();
   *response = *std::move(result);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
 bool Terminal(v1::JobState s) {
@@ -25,89 +27,309 @@ bool Terminal(v1::JobState s) {
          s == v1::JOB_STATE_CANCELLED;
 }
 
+// One RPC: authenticates the caller from its metadata on construction and
+// appends the audit record (who, what, which dataset/job/target, outcome)
+// when the handler finishes through Done(). Tokens never reach the log.
+class Call {
+ public:
+  Call(const CallEnv& env, const grpc::ServerContext* ctx, const char* method)
+      : env_(env), method_(method) {
+    const auto& md = ctx->client_metadata();
+    const auto it = md.find("authorization");
+    const std::string value =
+        it == md.end() ? "" : std::string(it->second.data(), it->second.size());
+    absl::StatusOr<Caller> caller = env_.auth->Authenticate(value);
+    if (caller.ok()) {
+      caller_ = *std::move(caller);
+    } else {
+      auth_ = caller.status();
+    }
+  }
+  const absl::Status& auth() const { return auth_; }
+  const Caller& caller() const { return caller_; }
+  Call& dataset(std::string d) {
+    dataset_ = std::move(d);
+    return *this;
+  }
+  Call& job(std::string j) {
+    job_ = std::move(j);
+    return *this;
+  }
+  Call& target(std::string t) {
+    target_ = std::move(t);
+    return *this;
+  }
+  grpc::Status Done(const absl::Status& s) {
+    storage::AuditRecord r;
+    r.principal = caller_.name;
+    r.method = method_;
+    r.dataset = dataset_;
+    r.job_id = job_;
+    r.target = target_;
+    r.code = static_cast<int>(s.code());
+    // Best effort: a failing audit append does not change the reply (the
+    // change it records has been committed already).
+    (void)env_.access->AppendAudit(r);
+    return ToGrpcStatus(s);
+  }
+
+ private:
+  const CallEnv& env_;
+  const char* method_;
+  absl::Status auth_;
+  Caller caller_;
+  std::string dataset_, job_, target_;
+};
+
+v1::Role ToProtoRole(storage::Role r) {
+  return r == storage::Role::kCurator ? v1::ROLE_CURATOR : v1::ROLE_ANALYST;
+}
+
+v1::Principal ToProto(const storage::PrincipalRecord& p) {
+  v1::Principal out;
+  out.set_name(p.name);
+  out.set_role(ToProtoRole(p.role));
+  *out.mutable_created_at() = ToTimestamp(p.created_at_micros);
+  out.set_revoked(p.revoked_at_micros != 0);
+  return out;
+}
+
+v1::TokenInfo ToProto(const storage::TokenRecord& t) {
+  v1::TokenInfo out;
+  out.set_id(t.id);
+  out.set_principal(t.principal);
+  *out.mutable_created_at() = ToTimestamp(t.created_at_micros);
+  if (t.expires_at_micros != 0) {
+    *out.mutable_expires_at() = ToTimestamp(t.expires_at_micros);
+  }
+  out.set_revoked(t.revoked_at_micros != 0);
+  out.set_label(t.label);
+  return out;
+}
+
+v1::Grant ToProto(const storage::GrantRecord& g) {
+  v1::Grant out;
+  out.set_principal(g.principal);
+  out.set_dataset(g.dataset);
+  out.set_epsilon_cap(g.epsilon_cap);
+  *out.mutable_created_at() = ToTimestamp(g.created_at_micros);
+  return out;
+}
+
+// Analysts may refer only to datasets they can see: the training dataset and
+// the evaluation dataset of a spec.
+absl::Status CheckSpecVisible(const Authenticator& auth, const Caller& caller,
+                              const v1::JobSpec& spec) {
+  if (!spec.dataset().empty()) {
+    RETURN_IF_ERROR(auth.CheckDatasetVisible(caller, spec.dataset()));
+  }
+  if (!spec.evaluate_on().empty()) {
+    RETURN_IF_ERROR(auth.CheckDatasetVisible(caller, spec.evaluate_on()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-std::string CallerOf(const grpc::ServerContext* ctx) { return "anonymous"; }
+// ---------------------------------------------------------------- datasets
 
 grpc::Status DatasetServiceImpl::ImportDataset(
     grpc::ServerContext* ctx,
     grpc::ServerReader<v1::ImportDatasetRequest>* reader,
     v1::DatasetInfo* response) {
+  Call call(env_, ctx, "DatasetService/ImportDataset");
+  if (!call.auth().ok()) return call.Done(call.auth());
+  absl::Status allowed =
+      Authenticator::RequireCurator(call.caller(), "importing datasets");
+  if (!allowed.ok()) return call.Done(allowed);
   v1::ImportDatasetRequest req;
   if (!reader->Read(&req) || !req.has_header()) {
-    return grpc::Status(grpc::INVALID_ARGUMENT,
-                        "the first ImportDataset message must be the header");
+    return call.Done(absl::InvalidArgumentError(
+        "the first ImportDataset message must be the header"));
   }
   const v1::ImportHeader header = req.header();
+  call.dataset(header.name());
   std::string bytes;
   while (reader->Read(&req)) {
     if (req.has_header()) {
-      return grpc::Status(grpc::INVALID_ARGUMENT,
-                          "only the first message may carry a header");
+      return call.Done(absl::InvalidArgumentError(
+          "only the first message may carry a header"));
     }
     if (bytes.size() + req.chunk().size() > kMaxImportBytes) {
-      return grpc::Status(grpc::RESOURCE_EXHAUSTED,
-                          "dataset file larger than 2 GiB");
+      return call.Done(
+          absl::ResourceExhaustedError("dataset file larger than 2 GiB"));
     }
     bytes += req.chunk();
   }
   if (ctx->IsCancelled()) {
-    return grpc::Status(grpc::CANCELLED, "import cancelled; nothing imported");
+    return call.Done(
+        absl::CancelledError("import cancelled; nothing imported"));
   }
-  return Reply(datasets_->Import(header, bytes, CallerOf(ctx)), response);
+  return call.Done(Assign(
+      datasets_->Import(header, bytes, call.caller().name), response));
 }
 
 grpc::Status DatasetServiceImpl::ListDatasets(
     grpc::ServerContext* ctx, const v1::ListDatasetsRequest* request,
     v1::ListDatasetsResponse* response) {
-  return Reply(datasets_->List(), response);
+  Call call(env_, ctx, "DatasetService/ListDatasets");
+  if (!call.auth().ok()) return call.Done(call.auth());
+  absl::StatusOr<v1::ListDatasetsResponse> all = datasets_->List();
+  if (!all.ok()) return call.Done(all.status());
+  for (v1::DatasetInfo& d : *all->mutable_datasets()) {
+    if (env_.auth->CheckDatasetVisible(call.caller(), d.name()).ok()) {
+      *response->add_datasets() = std::move(d);
+    }
+  }
+  return call.Done(absl::OkStatus());
 }
 
 grpc::Status DatasetServiceImpl::GetDataset(
     grpc::ServerContext* ctx, const v1::GetDatasetRequest* request,
     v1::DatasetInfo* response) {
-  return Reply(datasets_->Get(request->name()), response);
+  Call call(env_, ctx, "DatasetService/GetDataset");
+  call.dataset(request->name());
+  if (!call.auth().ok()) return call.Done(call.auth());
+  absl::Status s =
+      env_.auth->CheckDatasetVisible(call.caller(), request->name());
+  if (s.ok()) s = Assign(datasets_->Get(request->name()), response);
+  return call.Done(s);
 }
+
+grpc::Status DatasetServiceImpl::DeleteDataset(
+    grpc::ServerContext* ctx, const v1::DeleteDatasetRequest* request,
+    v1::DeleteDatasetResponse* response) {
+  Call call(env_, ctx, "DatasetService/DeleteDataset");
+  call.dataset(request->name());
+  if (!call.auth().ok()) return call.Done(call.auth());
+  return call.Done(Assign(
+      [&]() -> absl::StatusOr<v1::DeleteDatasetResponse> {
+        RETURN_IF_ERROR(
+            Authenticator::RequireCurator(call.caller(), "deleting datasets"));
+        ASSIGN_OR_RETURN(storage::DatasetRecord r,
+                         env_.db->datasets().Get(request->name()));
+        ASSIGN_OR_RETURN(int64_t cancelled,
+                         jobs_->CancelDatasetJobs(r.name, absl::Seconds(60)));
+        ASSIGN_OR_RETURN(storage::DeletedDataset d,
+                         env_.db->datasets().Delete(r.name));
+        v1::DeleteDatasetResponse out;
+        out.set_name(d.record.name);
+        out.set_cancelled_jobs(cancelled);
+        out.set_blocks_deleted(d.blocks_deleted);
+        *out.mutable_deleted_at() = ToTimestamp(d.record.deleted_at_micros);
+        return out;
+      }(),
+      response));
+}
+
+// ---------------------------------------------------------------- budget
 
 grpc::Status BudgetServiceImpl::GetBudget(grpc::ServerContext* ctx,
                                           const v1::GetBudgetRequest* request,
                                           v1::BudgetStatus* response) {
-  return Reply(datasets_->Budget(request->dataset()), response);
+  Call call(env_, ctx, "BudgetService/GetBudget");
+  call.dataset(request->dataset());
+  if (!call.auth().ok()) return call.Done(call.auth());
+  absl::Status s =
+      env_.auth->CheckDatasetVisible(call.caller(), request->dataset());
+  if (s.ok()) {
+    s = Assign(datasets_->Budget(request->dataset(), call.caller().name),
+               response);
+  }
+  return call.Done(s);
 }
 
 grpc::Status BudgetServiceImpl::ListLedger(grpc::ServerContext* ctx,
                                            const v1::ListLedgerRequest* request,
                                            v1::ListLedgerResponse* response) {
-  return Reply(datasets_->Ledger(request->dataset()), response);
+  Call call(env_, ctx, "BudgetService/ListLedger");
+  call.dataset(request->dataset());
+  if (!call.auth().ok()) return call.Done(call.auth());
+  absl::Status s =
+      env_.auth->CheckDatasetVisible(call.caller(), request->dataset());
+  if (s.ok()) {
+    // Analysts see only their own charges.
+    s = Assign(datasets_->Ledger(request->dataset(), call.caller().curator()
+                                                         ? ""
+                                                         : call.caller().name),
+               response);
+  }
+  return call.Done(s);
+}
+
+// ---------------------------------------------------------------- jobs
+
+absl::StatusOr<v1::Job> JobServiceImpl::OwnJob(const Caller& caller,
+                                               const std::string& id) {
+  ASSIGN_OR_RETURN(v1::Job job, jobs_->Get(id));
+  if (!caller.curator() && job.principal() != caller.name) {
+    // Exactly the reply for a missing job: no existence leak.
+    return absl::NotFoundError(absl::StrCat("job \"", id, "\" not found"));
+  }
+  return job;
 }
 
 grpc::Status JobServiceImpl::EstimateJob(grpc::ServerContext* ctx,
                                          const v1::EstimateJobRequest* request,
                                          v1::JobEstimate* response) {
-  return Reply(jobs_->Estimate(request->spec()), response);
+  Call call(env_, ctx, "JobService/EstimateJob");
+  call.dataset(request->spec().dataset());
+  if (!call.auth().ok()) return call.Done(call.auth());
+  absl::Status s = CheckSpecVisible(*env_.auth, call.caller(), request->spec());
+  if (s.ok()) s = Assign(jobs_->Estimate(request->spec(), call.caller().name), response);
+  return call.Done(s);
 }
 
 grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* ctx,
                                        const v1::SubmitJobRequest* request,
                                        v1::Job* response) {
-  return Reply(jobs_->Submit(request->spec(), CallerOf(ctx)), response);
+  Call call(env_, ctx, "JobService/SubmitJob");
+  call.dataset(request->spec().dataset());
+  if (!call.auth().ok()) return call.Done(call.auth());
+  absl::Status s = CheckSpecVisible(*env_.auth, call.caller(), request->spec());
+  if (s.ok()) {
+    s = Assign(jobs_->Submit(request->spec(), call.caller().name), response);
+  }
+  if (s.ok()) call.job(response->id());
+  return call.Done(s);
 }
 
 grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* ctx,
                                     const v1::GetJobRequest* request,
                                     v1::Job* response) {
-  return Reply(jobs_->Get(request->id()), response);
+  Call call(env_, ctx, "JobService/GetJob");
+  call.job(request->id());
+  if (!call.auth().ok()) return call.Done(call.auth());
+  return call.Done(Assign(OwnJob(call.caller(), request->id()), response));
 }
 
 grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* ctx,
                                       const v1::ListJobsRequest* request,
                                       v1::ListJobsResponse* response) {
-  return Reply(jobs_->List(request->dataset()), response);
+  Call call(env_, ctx, "JobService/ListJobs");
+  call.dataset(request->dataset());
+  if (!call.auth().ok()) return call.Done(call.auth());
+  if (!request->dataset().empty()) {
+    absl::Status s =
+        env_.auth->CheckDatasetVisible(call.caller(), request->dataset());
+    if (!s.ok()) return call.Done(s);
+  }
+  absl::StatusOr<v1::ListJobsResponse> all = jobs_->List(request->dataset());
+  if (!all.ok()) return call.Done(all.status());
+  for (v1::Job& j : *all->mutable_jobs()) {
+    if (call.caller().curator() || j.principal() == call.caller().name) {
+      *response->add_jobs() = std::move(j);
+    }
+  }
+  return call.Done(absl::OkStatus());
 }
 
 grpc::Status JobServiceImpl::WatchJob(
     grpc::ServerContext* ctx, const v1::WatchJobRequest* request,
     grpc::ServerWriter<v1::JobEvent>* writer) {
+  Call call(env_, ctx, "JobService/WatchJob");
+  call.job(request->id());
+  if (!call.auth().ok()) return call.Done(call.auth());
   // Subscribe before reading the state so that no event is missed.
   auto sub = hub_->Subscribe(request->id());
   struct Unsub {
@@ -117,8 +339,9 @@ grpc::Status JobServiceImpl::WatchJob(
     ~Unsub() { hub->Unsubscribe(id, sub); }
   } unsub{hub_, request->id(), sub};
 
-  auto job = jobs_->Get(request->id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
+  auto job = OwnJob(call.caller(), request->id());
+  if (!job.ok()) return call.Done(job.status());
+  call.Done(absl::OkStatus());  // audited once, when the watch starts
   v1::JobEvent first;
   *first.mutable_job() = *job;
   if (!writer->Write(first)) return grpc::Status::CANCELLED;
@@ -153,13 +376,252 @@ grpc::Status JobServiceImpl::WatchJob(
 grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* ctx,
                                        const v1::CancelJobRequest* request,
                                        v1::Job* response) {
-  return Reply(jobs_->Cancel(request->id()), response);
+  Call call(env_, ctx, "JobService/CancelJob");
+  call.job(request->id());
+  if (!call.auth().ok()) return call.Done(call.auth());
+  absl::Status s = OwnJob(call.caller(), request->id()).status();
+  if (s.ok()) s = Assign(jobs_->Cancel(request->id()), response);
+  return call.Done(s);
 }
 
 grpc::Status JobServiceImpl::GetJobResult(
     grpc::ServerContext* ctx, const v1::GetJobResultRequest* request,
     v1::JobResult* response) {
-  return Reply(jobs_->Result(request->id()), response);
+  Call call(env_, ctx, "JobService/GetJobResult");
+  call.job(request->id());
+  if (!call.auth().ok()) return call.Done(call.auth());
+  absl::Status s = OwnJob(call.caller(), request->id()).status();
+  if (s.ok()) s = Assign(jobs_->Result(request->id()), response);
+  return call.Done(s);
+}
+
+// ---------------------------------------------------------------- admin
+
+grpc::Status AdminServiceImpl::WhoAmI(grpc::ServerContext* ctx,
+                                      const v1::WhoAmIRequest* req,
+                                      v1::Principal* resp) {
+  Call call(env_, ctx, "AdminService/WhoAmI");
+  if (!call.auth().ok()) return call.Done(call.auth());
+  return call.Done(Assign(
+      [&]() -> absl::StatusOr<v1::Principal> {
+        ASSIGN_OR_RETURN(storage::PrincipalRecord p,
+                         env_.access->GetPrincipal(call.caller().name));
+        return ToProto(p);
+      }(),
+      resp));
+}
+
+grpc::Status AdminServiceImpl::CreatePrincipal(
+    grpc::ServerContext* ctx, const v1::CreatePrincipalRequest* req,
+    v1::CreatedToken* resp) {
+  Call call(env_, ctx, "AdminService/CreatePrincipal");
+  call.target(req->name());
+  if (!call.auth().ok()) return call.Done(call.auth());
+  return call.Done(Assign(
+      [&]() -> absl::StatusOr<v1::CreatedToken> {
+        RETURN_IF_ERROR(Authenticator::RequireCurator(call.caller(),
+                                                      "creating principals"));
+        ASSIGN_OR_RETURN(storage::PrincipalRecord p,
+                         env_.access->CreatePrincipal(
+                             req->name(), req->role() == v1::ROLE_CURATOR
+                                              ? storage::Role::kCurator
+                                              : storage::Role::kAnalyst));
+        ASSIGN_OR_RETURN(
+            IssuedToken t,
+            env_.auth->Issue(p.name, req->token_ttl_seconds(), "first"));
+        v1::CreatedToken out;
+        *out.mutable_principal() = ToProto(p);
+        *out.mutable_info() = ToProto(t.record);
+        out.set_token(t.token);
+        return out;
+      }(),
+      resp));
+}
+
+grpc::Status AdminServiceImpl::ListPrincipals(
+    grpc::ServerContext* ctx, const v1::ListPrincipalsRequest* req,
+    v1::ListPrincipalsResponse* resp) {
+  Call call(env_, ctx, "AdminService/ListPrincipals");
+  if (!call.auth().ok()) return call.Done(call.auth());
+  return call.Done(Assign(
+      [&]() -> absl::StatusOr<v1::ListPrincipalsResponse> {
+        RETURN_IF_ERROR(Authenticator::RequireCurator(call.caller(),
+                                                      "listing principals"));
+        ASSIGN_OR_RETURN(auto all, env_.access->ListPrincipals());
+        v1::ListPrincipalsResponse out;
+        for (const auto& p : all) *out.add_principals() = ToProto(p);
+        return out;
+      }(),
+      resp));
+}
+
+grpc::Status AdminServiceImpl::RevokePrincipal(
+    grpc::ServerContext* ctx, const v1::RevokePrincipalRequest* req,
+    v1::Principal* resp) {
+  Call call(env_, ctx, "AdminService/RevokePrincipal");
+  call.target(req->name());
+  if (!call.auth().ok()) return call.Done(call.auth());
+  return call.Done(Assign(
+      [&]() -> absl::StatusOr<v1::Principal> {
+        RETURN_IF_ERROR(Authenticator::RequireCurator(call.caller(),
+                                                      "revoking principals"));
+        if (req->name() == call.caller().name) {
+          return absl::FailedPreconditionError(
+              "a curator cannot revoke itself (ask another curator)");
+        }
+        ASSIGN_OR_RETURN(auto p, env_.access->RevokePrincipal(req->name()));
+        return ToProto(p);
+      }(),
+      resp));
+}
+
+grpc::Status AdminServiceImpl::CreateToken(grpc::ServerContext* ctx,
+                                           const v1::CreateTokenRequest* req,
+                                           v1::CreatedToken* resp) {
+  Call call(env_, ctx, "AdminService/CreateToken");
+  call.target(req->principal());
+  if (!call.auth().ok()) return call.Done(call.auth());
+  return call.Done(Assign(
+      [&]() -> absl::StatusOr<v1::CreatedToken> {
+        RETURN_IF_ERROR(
+            Authenticator::RequireCurator(call.caller(), "creating tokens"));
+        ASSIGN_OR_RETURN(storage::PrincipalRecord p,
+                         env_.access->GetPrincipal(req->principal()));
+        ASSIGN_OR_RETURN(IssuedToken t, env_.auth->Issue(p.name,
+                                                         req->ttl_seconds(),
+                                                         req->label()));
+        v1::CreatedToken out;
+        *out.mutable_principal() = ToProto(p);
+        *out.mutable_info() = ToProto(t.record);
+        out.set_token(t.token);
+        return out;
+      }(),
+      resp));
+}
+
+grpc::Status AdminServiceImpl::RevokeToken(grpc::ServerContext* ctx,
+                                           const v1::RevokeTokenRequest* req,
+                                           v1::TokenInfo* resp) {
+  Call call(env_, ctx, "AdminService/RevokeToken");
+  call.target(req->id());
+  if (!call.auth().ok()) return call.Done(call.auth());
+  return call.Done(Assign(
+      [&]() -> absl::StatusOr<v1::TokenInfo> {
+        RETURN_IF_ERROR(
+            Authenticator::RequireCurator(call.caller(), "revoking tokens"));
+        ASSIGN_OR_RETURN(auto t, env_.access->RevokeToken(req->id()));
+        t.secret_sha256.clear();
+        return ToProto(t);
+      }(),
+      resp));
+}
+
+grpc::Status AdminServiceImpl::ListTokens(grpc::ServerContext* ctx,
+                                          const v1::ListTokensRequest* req,
+                                          v1::ListTokensResponse* resp) {
+  Call call(env_, ctx, "AdminService/ListTokens");
+  call.target(req->principal());
+  if (!call.auth().ok()) return call.Done(call.auth());
+  return call.Done(Assign(
+      [&]() -> absl::StatusOr<v1::ListTokensResponse> {
+        RETURN_IF_ERROR(
+            Authenticator::RequireCurator(call.caller(), "listing tokens"));
+        ASSIGN_OR_RETURN(auto all, env_.access->ListTokens(req->principal()));
+        v1::ListTokensResponse out;
+        for (const auto& t : all) *out.add_tokens() = ToProto(t);
+        return out;
+      }(),
+      resp));
+}
+
+grpc::Status AdminServiceImpl::GrantDataset(grpc::ServerContext* ctx,
+                                            const v1::GrantDatasetRequest* req,
+                                            v1::Grant* resp) {
+  Call call(env_, ctx, "AdminService/GrantDataset");
+  call.dataset(req->dataset()).target(req->principal());
+  if (!call.auth().ok()) return call.Done(call.auth());
+  return call.Done(Assign(
+      [&]() -> absl::StatusOr<v1::Grant> {
+        RETURN_IF_ERROR(
+            Authenticator::RequireCurator(call.caller(), "granting datasets"));
+        ASSIGN_OR_RETURN(auto g,
+                         env_.access->Grant(req->principal(), req->dataset(),
+                                            req->epsilon_cap()));
+        return ToProto(g);
+      }(),
+      resp));
+}
+
+grpc::Status AdminServiceImpl::RevokeGrant(grpc::ServerContext* ctx,
+                                           const v1::RevokeGrantRequest* req,
+                                           v1::Grant* resp) {
+  Call call(env_, ctx, "AdminService/RevokeGrant");
+  call.dataset(req->dataset()).target(req->principal());
+  if (!call.auth().ok()) return call.Done(call.auth());
+  return call.Done(Assign(
+      [&]() -> absl::StatusOr<v1::Grant> {
+        RETURN_IF_ERROR(
+            Authenticator::RequireCurator(call.caller(), "revoking grants"));
+        RETURN_IF_ERROR(
+            env_.access->RevokeGrant(req->principal(), req->dataset()));
+        v1::Grant out;
+        out.set_principal(req->principal());
+        out.set_dataset(req->dataset());
+        return out;
+      }(),
+      resp));
+}
+
+grpc::Status AdminServiceImpl::ListGrants(grpc::ServerContext* ctx,
+                                          const v1::ListGrantsRequest* req,
+                                          v1::ListGrantsResponse* resp) {
+  Call call(env_, ctx, "AdminService/ListGrants");
+  call.dataset(req->dataset()).target(req->principal());
+  if (!call.auth().ok()) return call.Done(call.auth());
+  return call.Done(Assign(
+      [&]() -> absl::StatusOr<v1::ListGrantsResponse> {
+        RETURN_IF_ERROR(
+            Authenticator::RequireCurator(call.caller(), "listing grants"));
+        ASSIGN_OR_RETURN(auto all, env_.access->ListGrants(req->principal(),
+                                                           req->dataset()));
+        v1::ListGrantsResponse out;
+        for (const auto& g : all) *out.add_grants() = ToProto(g);
+        return out;
+      }(),
+      resp));
+}
+
+grpc::Status AdminServiceImpl::ListAudit(grpc::ServerContext* ctx,
+                                         const v1::ListAuditRequest* req,
+                                         v1::ListAuditResponse* resp) {
+  Call call(env_, ctx, "AdminService/ListAudit");
+  call.dataset(req->dataset()).target(req->principal());
+  if (!call.auth().ok()) return call.Done(call.auth());
+  return call.Done(Assign(
+      [&]() -> absl::StatusOr<v1::ListAuditResponse> {
+        RETURN_IF_ERROR(Authenticator::RequireCurator(call.caller(),
+                                                      "reading the audit log"));
+        storage::AuditFilter f;
+        f.dataset = req->dataset();
+        f.principal = req->principal();
+        if (req->limit() > 0) f.limit = std::min<int64_t>(req->limit(), 100000);
+        ASSIGN_OR_RETURN(auto all, env_.access->ListAudit(f));
+        v1::ListAuditResponse out;
+        for (const auto& r : all) {
+          v1::AuditEntry* e = out.add_entries();
+          e->set_sequence(r.seq);
+          *e->mutable_at() = ToTimestamp(r.at_micros);
+          e->set_principal(r.principal);
+          e->set_method(r.method);
+          e->set_dataset(r.dataset);
+          e->set_job_id(r.job_id);
+          e->set_target(r.target);
+          e->set_code(r.code);
+          e->set_detail(r.detail);
+        }
+        return out;
+      }(),
+      resp));
 }
 
 }  // namespace dpopt::server

@@ -1,18 +1,28 @@
-// Thin gRPC adapters (design.md §3 item 8): convert the request, call the
-// manager, map absl::Status to grpc::Status in one place. No logic here.
+// Thin gRPC adapters (design.md §3 item 8): authenticate the caller, apply
+// the access policy, convert the request, call the manager, map
+// absl::Status to grpc::Status in one place, and append the audit record.
 #ifndef DPOPT_SERVER_SERVICES_H_
 #define DPOPT_SERVER_SERVICES_H_
 
 #include "dpopt/v1/dpopt.grpc.pb.h"
+#include "server/auth.h"
 #include "server/dataset_manager.h"
 #include "server/job_manager.h"
 #include "server/trace_hub.h"
 
 namespace dpopt::server {
 
+// What every service needs to authenticate and audit a call.
+struct CallEnv {
+  const Authenticator* auth = nullptr;
+  storage::AccessStore* access = nullptr;
+  storage::Database* db = nullptr;
+};
+
 class DatasetServiceImpl final : public v1::DatasetService::Service {
  public:
-  explicit DatasetServiceImpl(DatasetManager* datasets) : datasets_(datasets) {}
+  DatasetServiceImpl(CallEnv env, DatasetManager* datasets, JobManager* jobs)
+      : env_(env), datasets_(datasets), jobs_(jobs) {}
   grpc::Status ImportDataset(
       grpc::ServerContext* ctx,
       grpc::ServerReader<v1::ImportDatasetRequest>* reader,
@@ -23,14 +33,20 @@ class DatasetServiceImpl final : public v1::DatasetService::Service {
   grpc::Status GetDataset(grpc::ServerContext* ctx,
                           const v1::GetDatasetRequest* request,
                           v1::DatasetInfo* response) override;
+  grpc::Status DeleteDataset(grpc::ServerContext* ctx,
+                             const v1::DeleteDatasetRequest* request,
+                             v1::DeleteDatasetResponse* response) override;
 
  private:
+  CallEnv env_;
   DatasetManager* datasets_;
+  JobManager* jobs_;
 };
 
 class BudgetServiceImpl final : public v1::BudgetService::Service {
  public:
-  explicit BudgetServiceImpl(DatasetManager* datasets) : datasets_(datasets) {}
+  BudgetServiceImpl(CallEnv env, DatasetManager* datasets)
+      : env_(env), datasets_(datasets) {}
   grpc::Status GetBudget(grpc::ServerContext* ctx,
                          const v1::GetBudgetRequest* request,
                          v1::BudgetStatus* response) override;
@@ -39,12 +55,14 @@ class BudgetServiceImpl final : public v1::BudgetService::Service {
                           v1::ListLedgerResponse* response) override;
 
  private:
+  CallEnv env_;
   DatasetManager* datasets_;
 };
 
 class JobServiceImpl final : public v1::JobService::Service {
  public:
-  JobServiceImpl(JobManager* jobs, TraceHub* hub) : jobs_(jobs), hub_(hub) {}
+  JobServiceImpl(CallEnv env, JobManager* jobs, TraceHub* hub)
+      : env_(env), jobs_(jobs), hub_(hub) {}
   grpc::Status EstimateJob(grpc::ServerContext* ctx,
                            const v1::EstimateJobRequest* request,
                            v1::JobEstimate* response) override;
@@ -68,13 +86,54 @@ class JobServiceImpl final : public v1::JobService::Service {
                             v1::JobResult* response) override;
 
  private:
+  // NOT_FOUND unless the caller is a curator or submitted the job.
+  absl::StatusOr<v1::Job> OwnJob(const Caller& caller, const std::string& id);
+
+  CallEnv env_;
   JobManager* jobs_;
   TraceHub* hub_;
 };
 
-// The caller's identity (design.md §6). Until token authentication lands,
-// every caller is "anonymous"; jobs and charges record it already.
-std::string CallerOf(const grpc::ServerContext* ctx);
+// Principals, tokens, grants and the audit log (curators; WhoAmI for all).
+class AdminServiceImpl final : public v1::AdminService::Service {
+ public:
+  explicit AdminServiceImpl(CallEnv env) : env_(env) {}
+  grpc::Status WhoAmI(grpc::ServerContext* ctx, const v1::WhoAmIRequest* req,
+                      v1::Principal* resp) override;
+  grpc::Status CreatePrincipal(grpc::ServerContext* ctx,
+                               const v1::CreatePrincipalRequest* req,
+                               v1::CreatedToken* resp) override;
+  grpc::Status ListPrincipals(grpc::ServerContext* ctx,
+                              const v1::ListPrincipalsRequest* req,
+                              v1::ListPrincipalsResponse* resp) override;
+  grpc::Status RevokePrincipal(grpc::ServerContext* ctx,
+                               const v1::RevokePrincipalRequest* req,
+                               v1::Principal* resp) override;
+  grpc::Status CreateToken(grpc::ServerContext* ctx,
+                           const v1::CreateTokenRequest* req,
+                           v1::CreatedToken* resp) override;
+  grpc::Status RevokeToken(grpc::ServerContext* ctx,
+                           const v1::RevokeTokenRequest* req,
+                           v1::TokenInfo* resp) override;
+  grpc::Status ListTokens(grpc::ServerContext* ctx,
+                          const v1::ListTokensRequest* req,
+                          v1::ListTokensResponse* resp) override;
+  grpc::Status GrantDataset(grpc::ServerContext* ctx,
+                            const v1::GrantDatasetRequest* req,
+                            v1::Grant* resp) override;
+  grpc::Status RevokeGrant(grpc::ServerContext* ctx,
+                           const v1::RevokeGrantRequest* req,
+                           v1::Grant* resp) override;
+  grpc::Status ListGrants(grpc::ServerContext* ctx,
+                          const v1::ListGrantsRequest* req,
+                          v1::ListGrantsResponse* resp) override;
+  grpc::Status ListAudit(grpc::ServerContext* ctx,
+                         const v1::ListAuditRequest* req,
+                         v1::ListAuditResponse* resp) override;
+
+ private:
+  CallEnv env_;
+};
 
 }  // namespace dpopt::server
 

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "storage/access_store.h"
 #include "storage/dataset_store.h"
 #include "storage/job_store.h"
 #include "storage/ledger.h"
@@ -60,6 +61,7 @@ class Database {
   DatasetStore& datasets() { return datasets_; }
   Ledger& ledger() { return ledger_; }
   JobStore& jobs() { return jobs_; }
+  AccessStore& access() { return access_; }
 
   const std::string& path() const { return path_; }
   const Options& options() const { return options_; }
@@ -71,6 +73,7 @@ class Database {
   friend class DatasetStore;
   friend class Ledger;
   friend class JobStore;
+  friend class AccessStore;
   friend class DatabaseTestPeer;  // tests only: raw SQL access
 
   Database(std::string path, const Options& options,
@@ -80,7 +83,8 @@ class Database {
         conn_(std::move(conn)),
         datasets_(*this),
         ledger_(*this),
-        jobs_(*this) {}
+        jobs_(*this),
+        access_(*this) {}
 
   // Runs fn(Connection&) with the connection lock held; returns its result.
   template <typename Fn>
@@ -96,6 +100,7 @@ class Database {
   DatasetStore datasets_;
   Ledger ledger_;
   JobStore jobs_;
+  AccessStore access_;
 };
 
 }  // namespace dpopt::storage

@@ -123,8 +123,11 @@ class BoundsChecker {
   absl::Status CheckValue(int64_t line, int64_t feature, double v) const {
     if (bounds_.has_feature_bounds() &&
         (v < bounds_.lower[feature] || v > bounds_.upper[feature])) {
+      // The declared bounds are public; the offending value is not echoed.
       return LineError(line, absl::StrCat("feature ", feature + 1,
-                                          " is outside its declared bounds"));
+                                          " is outside its declared bounds [",
+                                          bounds_.lower[feature], ", ",
+                                          bounds_.upper[feature], "]"));
     }
     return absl::OkStatus();
   }
@@ -147,7 +150,9 @@ class BoundsChecker {
   absl::Status CheckNorm(int64_t line, double squared_norm) const {
     if (bounds_.row_norm_bound.has_value() &&
         !(std::sqrt(squared_norm) <= *bounds_.row_norm_bound)) {
-      return LineError(line, "row L2 norm exceeds the declared row_norm_bound");
+      return LineError(line, absl::StrCat("row L2 norm exceeds the declared "
+                                          "row_norm_bound ",
+                                          *bounds_.row_norm_bound));
     }
     return absl::OkStatus();
   }

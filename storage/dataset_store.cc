@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "core/common/status_macros.h"
 #include "storage/blob_codec.h"
 #include "storage/database.h"
@@ -21,7 +22,7 @@ constexpr char kSelectColumns[] =
     "SELECT id, name, num_rows, dimension, nonzeros, is_public, sparse, "
     "format, label_kind, num_classes, relation, epsilon_budget, "
     "delta_budget, budget_filter, lower_bounds, upper_bounds, "
-    "row_norm_bound, description, created_at FROM datasets ";
+    "row_norm_bound, description, created_at, deleted_at FROM datasets ";
 
 absl::Status Corrupt(absl::string_view name, absl::string_view what) {
   return absl::DataLossError(
@@ -61,6 +62,7 @@ absl::StatusOr<DatasetRecord> ReadRecord(Connection& conn, Statement& st) {
   if (!st.ColumnIsNull(16)) r.bounds.row_norm_bound = st.ColumnDouble(16);
   r.description = st.ColumnText(17);
   r.created_at_micros = st.ColumnInt64(18);
+  r.deleted_at_micros = st.ColumnInt64(19);
 
   ASSIGN_OR_RETURN(Statement names,
                    conn.Prepare("SELECT idx, name FROM dataset_features WHERE "
@@ -171,7 +173,9 @@ absl::StatusOr<DatasetRecord> DatasetStore::Import(
       ASSIGN_OR_RETURN(bool taken, exists.Step());
       if (taken) {
         return absl::AlreadyExistsError(absl::StrCat(
-            "a dataset named \"", options.name, "\" already exists"));
+            "a dataset named \"", options.name,
+            "\" already exists (or existed: a deleted dataset's name stays "
+            "reserved with its ledger)"));
       }
     }
     ASSIGN_OR_RETURN(
@@ -237,7 +241,64 @@ absl::StatusOr<DatasetRecord> DatasetStore::Import(
 
 absl::StatusOr<DatasetRecord> DatasetStore::Get(absl::string_view name) {
   return db_.WithConnection(
-      [&](Connection& conn) { return GetLocked(conn, name); });
+      [&](Connection& conn) -> absl::StatusOr<DatasetRecord> {
+        ASSIGN_OR_RETURN(DatasetRecord r, GetLocked(conn, name));
+        if (r.deleted_at_micros != 0) {
+          return absl::NotFoundError(
+              absl::StrCat("dataset \"", name, "\" not found"));
+        }
+        return r;
+      });
+}
+
+absl::StatusOr<DeletedDataset> DatasetStore::Delete(absl::string_view name) {
+  return db_.WithConnection(
+      [&](Connection& conn) -> absl::StatusOr<DeletedDataset> {
+        DeletedDataset out;
+        {
+          Transaction txn(conn);
+          RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
+          ASSIGN_OR_RETURN(out.record, GetLocked(conn, name));
+          if (out.record.deleted_at_micros != 0) {
+            return absl::NotFoundError(
+                absl::StrCat("dataset \"", name, "\" not found"));
+          }
+          RETURN_IF_ERROR(conn.Execute("PRAGMA secure_delete=ON"));
+          const int64_t id = out.record.id;
+          for (const char* sql :
+               {"DELETE FROM dataset_blocks WHERE dataset_id = ?",
+                "DELETE FROM dataset_features WHERE dataset_id = ?",
+                "DELETE FROM grants WHERE dataset_id = ?"}) {
+            ASSIGN_OR_RETURN(Statement st, conn.Prepare(sql));
+            RETURN_IF_ERROR(st.BindInt64(1, id));
+            RETURN_IF_ERROR(st.Run());
+            if (out.blocks_deleted == 0) out.blocks_deleted = conn.Changes();
+          }
+          ASSIGN_OR_RETURN(
+              Statement tomb,
+              conn.Prepare("UPDATE datasets SET deleted_at = ? WHERE id = ?"));
+          out.record.deleted_at_micros = internal::NowMicros();
+          RETURN_IF_ERROR(tomb.BindInt64(1, out.record.deleted_at_micros));
+          RETURN_IF_ERROR(tomb.BindInt64(2, id));
+          RETURN_IF_ERROR(tomb.Run());
+          RETURN_IF_ERROR(txn.Commit());
+        }
+        // Copy every page back into the main file and truncate the WAL, so
+        // the old row pages survive in neither file.
+        for (int attempt = 0;; ++attempt) {
+          ASSIGN_OR_RETURN(Statement ck,
+                           conn.Prepare("PRAGMA wal_checkpoint(TRUNCATE)"));
+          ASSIGN_OR_RETURN(bool row, ck.Step());
+          if (row && ck.ColumnInt64(0) == 0) break;  // not busy
+          if (attempt == 50) {
+            return absl::UnavailableError(
+                "dataset deleted, but the WAL checkpoint stayed busy; it "
+                "completes at the next checkpoint");
+          }
+          absl::SleepFor(absl::Milliseconds(100));
+        }
+        return out;
+      });
 }
 
 absl::StatusOr<std::vector<DatasetRecord>> DatasetStore::List() {
@@ -245,8 +306,10 @@ absl::StatusOr<std::vector<DatasetRecord>> DatasetStore::List() {
       [&](Connection& conn) -> absl::StatusOr<std::vector<DatasetRecord>> {
         Transaction txn(conn);
         RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kDeferred));
-        ASSIGN_OR_RETURN(Statement st, conn.Prepare(absl::StrCat(
-                                           kSelectColumns, "ORDER BY name")));
+        ASSIGN_OR_RETURN(Statement st,
+                         conn.Prepare(absl::StrCat(kSelectColumns,
+                                                   "WHERE deleted_at = 0 "
+                                                   "ORDER BY name")));
         std::vector<DatasetRecord> out;
         for (;;) {
           ASSIGN_OR_RETURN(bool row, st.Step());
@@ -264,6 +327,10 @@ absl::StatusOr<Dataset> DatasetStore::Load(absl::string_view name) {
     Transaction txn(conn);
     RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kDeferred));
     ASSIGN_OR_RETURN(DatasetRecord rec, GetLocked(conn, name));
+    if (rec.deleted_at_micros != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("dataset \"", name, "\" was deleted"));
+    }
     const int64_t n = rec.rows;
     const int64_t d = rec.dimension;
     if (n <= 0 || d <= 0 || rec.nonzeros < 0 ||

@@ -42,6 +42,14 @@ struct DatasetRecord {
   std::vector<std::string> feature_names;  // empty or `dimension` names
   std::string description;
   int64_t created_at_micros = 0;  // unix time
+  // Non-zero for a deleted dataset: a tombstone whose rows are gone and
+  // whose ledger is kept (its name stays reserved).
+  int64_t deleted_at_micros = 0;
+};
+
+struct DeletedDataset {
+  DatasetRecord record;
+  int64_t blocks_deleted = 0;
 };
 
 class DatasetStore {
@@ -58,10 +66,20 @@ class DatasetStore {
   absl::StatusOr<DatasetRecord> Import(const ImportOptions& options,
                                        absl::string_view file_bytes);
 
-  // NOT_FOUND if no dataset has this name.
+  // NOT_FOUND if no dataset has this name or it was deleted.
   absl::StatusOr<DatasetRecord> Get(absl::string_view name);
 
-  // All datasets, ordered by name.
+  // Deletes the dataset's rows (blocks), feature names and grants in one
+  // transaction, with SQLite's secure_delete on (freed content is
+  // overwritten with zeros), keeps its metadata row as a tombstone so that
+  // its ledger, jobs and audit history stay and its name stays reserved
+  // (re-importing under the same name would otherwise restart the budget of
+  // the same people's data), then checkpoints and truncates the WAL so no
+  // copy of the rows remains in either file.
+  // Errors: NOT_FOUND (no such dataset, or already deleted); UNAVAILABLE.
+  absl::StatusOr<DeletedDataset> Delete(absl::string_view name);
+
+  // All datasets that are not deleted, ordered by name.
   absl::StatusOr<std::vector<DatasetRecord>> List();
 
   // Loads the rows into memory: Eigen CSR for sparse datasets, a dense
@@ -72,6 +90,7 @@ class DatasetStore {
  private:
   friend class Database;
   friend class Ledger;
+  friend class AccessStore;
   friend class JobStore;
   explicit DatasetStore(Database& db) : db_(db) {}
 

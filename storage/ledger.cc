@@ -1,10 +1,12 @@
 #include "storage/ledger.h"
 
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "storage/access_store.h"
 #include "storage/blob_codec.h"
 #include "storage/database.h"
 #include "storage/sqlite.h"
@@ -84,6 +86,10 @@ absl::StatusOr<LedgerEntry> Ledger::ChargeAndCreateJob(
         RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
         ASSIGN_OR_RETURN(DatasetRecord dataset,
                          DatasetStore::GetLocked(conn, charge.dataset));
+        if (dataset.deleted_at_micros != 0) {
+          return absl::NotFoundError(
+              absl::StrCat("dataset \"", dataset.name, "\" not found"));
+        }
         if (dataset.is_public) {
           return absl::FailedPreconditionError(
               absl::StrCat("dataset \"", dataset.name,
@@ -92,6 +98,28 @@ absl::StatusOr<LedgerEntry> Ledger::ChargeAndCreateJob(
         ASSIGN_OR_RETURN(std::vector<LedgerEntry> existing,
                          ListLocked(conn, dataset));
         RETURN_IF_ERROR(admit(dataset, existing));
+        // Per-analyst cap: the same filter over the principal's own charges,
+        // with the cap as budget, in the same transaction.
+        ASSIGN_OR_RETURN(
+            std::optional<GrantRecord> grant,
+            AccessStore::FindGrantLocked(conn, charge.principal, dataset.id));
+        if (grant.has_value() && grant->epsilon_cap > 0) {
+          DatasetRecord capped = dataset;
+          capped.epsilon_budget = grant->epsilon_cap;
+          std::vector<LedgerEntry> own;
+          for (const LedgerEntry& e : existing) {
+            if (e.principal == charge.principal) own.push_back(e);
+          }
+          absl::Status cap = admit(capped, own);
+          if (!cap.ok()) {
+            return absl::Status(
+                cap.code(),
+                absl::StrCat("over the cap of ", grant->epsilon_cap,
+                             " epsilon that the curator set for \"",
+                             charge.principal, "\" on this dataset: ",
+                             cap.message()));
+          }
+        }
 
         JobRecord stored = job;
         RETURN_IF_ERROR(JobStore::InsertLocked(conn, dataset, stored));

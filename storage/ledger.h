@@ -72,7 +72,11 @@ class Ledger {
   Ledger& operator=(const Ledger&) = delete;
 
   // Admission and charge in ONE `BEGIN IMMEDIATE` transaction: loads the
-  // dataset and all its charges, calls `admit`, and if it returns OK inserts
+  // dataset and all its charges, calls `admit`; if charge.principal holds a
+  // grant on the dataset with an epsilon cap (issue 14), calls `admit` a
+  // second time on that principal's own charges with the dataset's epsilon
+  // budget replaced by the cap (RESOURCE_EXHAUSTED then names the cap); if
+  // both return OK it inserts
   // `job` (state QUEUED) and appends the charge referencing it, then commits
   // with synchronous=FULL, so the charge is durable before this returns.
   // Concurrent calls, from this or other Database handles on the same file,

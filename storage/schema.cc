@@ -109,11 +109,81 @@ BEGIN
 END;
 )sql";
 
+// Version 2 (issue 14): principals, hashed tokens, grants with per-analyst
+// caps, the append-only audit log. Jobs and charges recorded before access
+// control existed (principal "anonymous") are attributed to the bootstrap
+// curator "curator" (created at the next start): the ledger's UPDATE trigger
+// is lifted for this one rewrite of the principal column, inside the
+// migration's transaction, and restored.
+constexpr char kV2[] = R"sql(
+CREATE TABLE principals (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  name TEXT NOT NULL UNIQUE,
+  role INTEGER NOT NULL CHECK (role IN (1, 2)),
+  created_at INTEGER NOT NULL,
+  revoked_at INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE tokens (
+  id TEXT PRIMARY KEY NOT NULL,
+  principal_id INTEGER NOT NULL REFERENCES principals(id),
+  secret_sha256 BLOB NOT NULL CHECK (length(secret_sha256) = 32),
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL DEFAULT 0,
+  revoked_at INTEGER NOT NULL DEFAULT 0,
+  label TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE grants (
+  principal_id INTEGER NOT NULL REFERENCES principals(id),
+  dataset_id INTEGER NOT NULL REFERENCES datasets(id),
+  epsilon_cap REAL NOT NULL CHECK (epsilon_cap >= 0),
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (principal_id, dataset_id)
+);
+CREATE TABLE audit (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  at INTEGER NOT NULL,
+  principal TEXT NOT NULL,
+  method TEXT NOT NULL,
+  dataset TEXT NOT NULL,
+  job_id TEXT NOT NULL,
+  target TEXT NOT NULL,
+  code INTEGER NOT NULL,
+  detail TEXT NOT NULL
+);
+CREATE INDEX audit_by_dataset ON audit(dataset, seq);
+CREATE INDEX audit_by_principal ON audit(principal, seq);
+CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+BEGIN
+  SELECT RAISE(ABORT, 'audit log is append-only: UPDATE refused');
+END;
+CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+BEGIN
+  SELECT RAISE(ABORT, 'audit log is append-only: DELETE refused');
+END;
+CREATE INDEX jobs_by_principal ON jobs(principal, created_at);
+
+UPDATE jobs SET principal = 'curator' WHERE principal = 'anonymous';
+DROP TRIGGER ledger_no_update;
+UPDATE ledger SET principal = 'curator' WHERE principal = 'anonymous';
+CREATE TRIGGER ledger_no_update BEFORE UPDATE ON ledger
+BEGIN
+  SELECT RAISE(ABORT, 'ledger is append-only: UPDATE refused');
+END;
+)sql";
+
+// Version 3 (issue 14): dataset deletion keeps a tombstone (the metadata
+// row, its ledger and audit history); rows, feature names and grants go.
+constexpr char kV3[] = R"sql(
+ALTER TABLE datasets ADD COLUMN deleted_at INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& SchemaMigrations() {
   static const auto* const kMigrations = new std::vector<Migration>{
       {1, kV1},
+      {2, kV2},
+      {3, kV3},
   };
   return *kMigrations;
 }

@@ -1,5 +1,6 @@
 #include "core/data/dataset.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -34,12 +35,70 @@ Dataset Dataset::Sparse(SparseRows x, Eigen::VectorXd y, LabelKind kind,
 
 double Dataset::RowDot(int64_t i,
                        const Eigen::Ref<const Eigen::VectorXd>& w) const {
-  if (!sparse_) return dense_.row(i).dot(w);
   double s = 0.0;
-  for (SparseRows::InnerIterator it(sparse_rows_, i); it; ++it) {
-    s += it.value() * w[it.index()];
+  if (!sparse_) {
+    s = dense_.row(i).dot(w);
+  } else {
+    for (SparseRows::InnerIterator it(sparse_rows_, i); it; ++it) {
+      s += it.value() * w[it.index()];
+    }
   }
-  return s;
+  if (std::isfinite(s)) return s;  // no partial sum overflowed
+  // Overflow (Inf, or NaN from Inf - Inf): t = <x / M, w / W> is a sum of
+  // terms in [-1, 1], hence finite; <x, w> = t * W * M.
+  const double m = RowScale(i).max_abs;
+  const double wmax = w.lpNorm<Eigen::Infinity>();
+  if (m == 0 || wmax == 0) return 0.0;
+  double t = 0.0;
+  if (!sparse_) {
+    for (int64_t j = 0; j < dimension_; ++j) {
+      t += (dense_(i, j) / m) * (w[j] / wmax);
+    }
+  } else {
+    for (SparseRows::InnerIterator it(sparse_rows_, i); it; ++it) {
+      t += (it.value() / m) * (w[it.index()] / wmax);
+    }
+  }
+  if (t == 0) return 0.0;
+  return (t * wmax) * m;  // saturates to +-Inf, never NaN
+}
+
+void Dataset::AddScaledRowOver(int64_t i, double scale, double divisor,
+                               Eigen::Ref<Eigen::VectorXd> out) const {
+  if (!sparse_) {
+    for (int64_t j = 0; j < dimension_; ++j) {
+      out[j] += scale * (dense_(i, j) / divisor);
+    }
+    return;
+  }
+  for (SparseRows::InnerIterator it(sparse_rows_, i); it; ++it) {
+    out[it.index()] += scale * (it.value() / divisor);
+  }
+}
+
+Dataset::RowScaleInfo Dataset::RowScale(int64_t i) const {
+  RowScaleInfo r;
+  auto visit = [&](auto&& f) {
+    if (!sparse_) {
+      for (int64_t j = 0; j < dimension_; ++j) f(dense_(i, j));
+    } else {
+      for (SparseRows::InnerIterator it(sparse_rows_, i); it; ++it) {
+        f(it.value());
+      }
+    }
+  };
+  visit([&](double v) { r.max_abs = std::max(r.max_abs, std::abs(v)); });
+  if (r.max_abs == 0) return r;
+  double sq = 0.0;
+  double abs_sum = 0.0;
+  visit([&](double v) {
+    const double u = v / r.max_abs;  // in [-1, 1]
+    sq += u * u;
+    abs_sum += std::abs(u);
+  });
+  r.l2 = std::sqrt(sq);
+  r.l1 = abs_sum;
+  return r;
 }
 
 void Dataset::AddScaledRow(int64_t i, double scale,

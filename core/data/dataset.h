@@ -39,13 +39,33 @@ class Dataset {
   const Eigen::MatrixXd& dense() const { return dense_; }
   const SparseRows& sparse() const { return sparse_rows_; }
 
-  // <x_i, w>. REQUIRES: w.size() == dimension().
+  // <x_i, w>. REQUIRES: w.size() == dimension(), w finite.
+  // Total on finite rows: never NaN. When the direct sum overflows (rows with
+  // entries near 1e308), it is recomputed on x_i / max|x_i| and w / max|w|
+  // and rescaled, so the result is the correctly signed value, or +-Inf if
+  // its magnitude exceeds the double range.
   double RowDot(int64_t i, const Eigen::Ref<const Eigen::VectorXd>& w) const;
   // out += scale * x_i. REQUIRES: out.size() == dimension().
   void AddScaledRow(int64_t i, double scale,
                     Eigen::Ref<Eigen::VectorXd> out) const;
-  // ||x_i||_2.
+  // out += scale * (x_i / divisor), dividing entry by entry (no overflow or
+  // loss of precision for rows near the ends of the double range).
+  // REQUIRES: divisor > 0, out.size() == dimension().
+  void AddScaledRowOver(int64_t i, double scale, double divisor,
+                        Eigen::Ref<Eigen::VectorXd> out) const;
+  // ||x_i||_2, computed directly: may overflow to Inf or underflow to 0 for
+  // rows near the ends of the double range (see RowScale for those).
   double RowNorm(int64_t i) const;
+
+  // Overflow-free description of a row: x_i = max_abs * u with
+  // ||u||_inf = 1 (or x_i = 0 and max_abs = 0); l2 = ||u||_2 in [1, sqrt(d)],
+  // l1 = ||u||_1 in [1, d]. Always finite for finite rows.
+  struct RowScaleInfo {
+    double max_abs = 0;
+    double l2 = 0;
+    double l1 = 0;
+  };
+  RowScaleInfo RowScale(int64_t i) const;
 
   // Checks labels against the label kind and all values for NaN/Inf.
   absl::Status Validate() const;

@@ -192,8 +192,9 @@ double Objective::ExampleCoefficients(
       return r * r / (4.0 * h);
     }
     case LossKind::kLeastSquares: {
-      const double r = data.RowDot(i, w) - y;
-      c[0] = r;
+      const double r = data.RowDot(i, w) - y;  // may be +-Inf, never NaN
+      constexpr double kMax = std::numeric_limits<double>::max();
+      c[0] = std::clamp(r, -kMax, kMax);  // finite; clipping bounds it
       return 0.5 * r * r;
     }
     case LossKind::kSoftmax: {
@@ -205,6 +206,17 @@ double Objective::ExampleCoefficients(
       const int label = static_cast<int>(y);
       const double score_y = c[label];
       const double mx = c.maxCoeff();
+      if (!std::isfinite(mx)) {
+        // Scores are +-Inf only when <w_j, x> overflows (RowDot never gives
+        // NaN). Take the limit: softmax is uniform over the maximal scores.
+        int ties = 0;
+        for (int j = 0; j < k; ++j) ties += (c[j] == mx);
+        const bool label_is_max = score_y == mx;
+        for (int j = 0; j < k; ++j) c[j] = c[j] == mx ? 1.0 / ties : 0.0;
+        c[label] -= 1.0;
+        return label_is_max ? std::log(static_cast<double>(ties))
+                            : std::numeric_limits<double>::infinity();
+      }
       double z = 0.0;
       for (int j = 0; j < k; ++j) {
         c[j] = std::exp(c[j] - mx);
@@ -232,6 +244,56 @@ void Objective::AddScaledExampleGradient(
     const double a = scale * c[j];
     if (a != 0.0) {
       data.AddScaledRow(i, a, out.segment(j * dimension_, dimension_));
+    }
+  }
+}
+
+void Objective::AddClippedExampleGradient(
+    const Dataset& data, int64_t i, const Eigen::Ref<const Eigen::VectorXd>& w,
+    ClipNorm norm, double clip, double row_norm, Eigen::Ref<Eigen::VectorXd> c,
+    Eigen::Ref<Eigen::VectorXd> out) const {
+  ExampleCoefficients(data, i, w, c);  // finite
+  // ||c (outer) x|| = ||c|| ||x|| in both norms. ||c|| is finite: |c_j| <= 1
+  // except least squares, where c has one entry.
+  const double c_norm = outputs_ == 1           ? std::abs(c[0])
+                        : norm == ClipNorm::kL2 ? c.norm()
+                                                : c.lpNorm<1>();
+  if (c_norm == 0) return;
+  // Direct path: the row's norm is far from overflow and underflow, so the
+  // coefficients below stay normal numbers and every product is bounded by
+  // the clip norm.
+  constexpr double kLow = 0x1.0p-500;
+  constexpr double kHigh = 0x1.0p400;
+  if (row_norm >= kLow && row_norm <= kHigh) {
+    const double g_norm = c_norm * row_norm;  // may be +Inf: then clipped
+    if (g_norm <= clip) {
+      AddScaledExampleGradient(data, i, c, 1.0, out);
+      return;
+    }
+    for (int j = 0; j < outputs_; ++j) {
+      const double a = clip * (c[j] / c_norm) / row_norm;
+      if (a != 0.0) {
+        data.AddScaledRow(i, a, out.segment(j * dimension_, dimension_));
+      }
+    }
+    return;
+  }
+  // Overflow-free path: x = M u, ||x|| = M ||u|| with ||u|| in [1, d].
+  const Dataset::RowScaleInfo r = data.RowScale(i);
+  if (r.max_abs == 0) return;  // zero row: zero gradient
+  const double u_norm = norm == ClipNorm::kL2 ? r.l2 : r.l1;
+  const double g_norm = (c_norm * u_norm) * r.max_abs;  // may be +Inf
+  if (g_norm <= clip) {
+    // Every |c_j x_ik| <= g_norm <= clip: finite.
+    AddScaledExampleGradient(data, i, c, 1.0, out);
+    return;
+  }
+  for (int j = 0; j < outputs_; ++j) {
+    // clip * (c_j / ||c||) * u / ||u||, with u = x / M formed entry by entry.
+    const double a = clip * (c[j] / c_norm) / u_norm;
+    if (a != 0.0) {
+      data.AddScaledRowOver(i, a, r.max_abs,
+                            out.segment(j * dimension_, dimension_));
     }
   }
 }

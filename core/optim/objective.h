@@ -51,7 +51,11 @@ class Objective {
   double ExampleLoss(const Dataset& data, int64_t i,
                      const Eigen::Ref<const Eigen::VectorXd>& w) const;
   // Writes the gradient coefficients c_i (size outputs()) and returns
-  // loss(w; x_i, y_i). For the hinge loss c_i is a subgradient.
+  // loss(w; x_i, y_i). For the hinge loss c_i is a subgradient. Total on
+  // finite input: c_i is always finite and the loss is never NaN (it is
+  // +Inf where the exact value exceeds the double range; scores that
+  // overflow are taken at their limit, e.g. softmax of +Inf scores is
+  // uniform over them).
   double ExampleCoefficients(const Dataset& data, int64_t i,
                              const Eigen::Ref<const Eigen::VectorXd>& w,
                              Eigen::Ref<Eigen::VectorXd> c) const;
@@ -61,6 +65,24 @@ class Objective {
                                 const Eigen::Ref<const Eigen::VectorXd>& c,
                                 double scale,
                                 Eigen::Ref<Eigen::VectorXd> out) const;
+  // Per-example clipping, total on finite input (design.md §5): whether a
+  // job succeeds must never depend on the rows. Adds
+  //   clip_C(grad_i(w)) = grad_i(w) * min(1, C / ||grad_i(w)||)
+  // to `out`, in the L2 or L1 norm. For every finite row (entries up to
+  // +-1.8e308, subnormals, -0) and finite w the added vector is finite with
+  // norm <= C (up to the rounding of a few floating-point operations): rows
+  // whose norm overflows or underflows are handled as x_i = M u_i with
+  // M = max|x_ij| and ||u_i||_inf = 1 (Dataset::RowScale).
+  // `row_norm` is ||x_i|| in the same norm as computed directly (callers
+  // cache it; Inf, 0 or extreme values select the overflow-free path).
+  // `c` is scratch of size outputs(). REQUIRES: clip finite and > 0.
+  enum class ClipNorm { kL2, kL1 };
+  void AddClippedExampleGradient(const Dataset& data, int64_t i,
+                                 const Eigen::Ref<const Eigen::VectorXd>& w,
+                                 ClipNorm norm, double clip, double row_norm,
+                                 Eigen::Ref<Eigen::VectorXd> c,
+                                 Eigen::Ref<Eigen::VectorXd> out) const;
+
   // The full per-example gradient (convenience; allocates).
   Eigen::VectorXd ExampleGradient(
       const Dataset& data, int64_t i,

@@ -152,13 +152,12 @@ void PrivateGradientOracle::ClippedSum(
     }
   }
   sum_.setZero();
+  const Objective::ClipNorm clip_norm =
+      norm == Norm::kL2 ? Objective::ClipNorm::kL2 : Objective::ClipNorm::kL1;
   for (int64_t i : batch_) {
-    objective_.ExampleCoefficients(data_, i, w, coef_);
-    // ||c (outer) x||_2 = ||c||_2 ||x||_2; ||c (outer) x||_1 = ||c||_1 ||x||_1.
-    const double c_norm = norm == Norm::kL2 ? coef_.norm() : coef_.lpNorm<1>();
-    const double g_norm = c_norm * row_norm[i];
-    const double scale = g_norm > clip ? clip / g_norm : 1.0;
-    objective_.AddScaledExampleGradient(data_, i, coef_, scale, sum_);
+    // Total on finite rows: each term is finite with norm <= clip.
+    objective_.AddClippedExampleGradient(data_, i, w, clip_norm, clip,
+                                         row_norm[i], coef_, sum_);
   }
 }
 

@@ -77,6 +77,9 @@ def main():
     args = ap.parse_args()
     sys.path.insert(0, args.stubs)
     import grpc
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from bearer import authorized_channel  # noqa: E402
     from google.protobuf import json_format
     from dpopt.v1 import dpopt_pb2, dpopt_pb2_grpc, job_spec_pb2
 
@@ -94,8 +97,8 @@ def main():
           f"L={L:.6g} kappa={L / mu:.6g} F(x0)-F*={f0 - f_star:.6g} "
           f"|grad F(x*)|={gnorm:.2e}", flush=True)
 
-    channel = grpc.insecure_channel(args.server)
-    grpc.channel_ready_future(channel).result(timeout=60)
+    grpc.channel_ready_future(grpc.insecure_channel(args.server)).result(timeout=60)
+    channel = authorized_channel(args.server)
     datasets = dpopt_pb2_grpc.DatasetServiceStub(channel)
     budget = dpopt_pb2_grpc.BudgetServiceStub(channel)
     jobs = dpopt_pb2_grpc.JobServiceStub(channel)

@@ -64,6 +64,10 @@ port="$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); 
 "$server_bin" --db="$tmp/dpopt.db" --listen="127.0.0.1:$port" --workers=2 \
   --queue=256 >"$tmp/server.log" 2>&1 &
 server_pid=$!
+# The first start writes the curator's bearer token beside the database
+# (mode 0600); the driver sends it (experiments/common/bearer.py).
+for _ in $(seq 1 200); do [[ -s "$tmp/dpopt.db.curator-token" ]] && break; sleep 0.1; done
+export DPOPT_TOKEN="$(cat "$tmp/dpopt.db.curator-token")"
 
 out="$here"
 extra=()

@@ -22,6 +22,9 @@ import sys
 import time
 
 import grpc
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from bearer import authorized_channel  # noqa: E402
 import numpy as np
 
 # Vendored copies of the shared datasets (data/README.md); DPOPT_DATA overrides.
@@ -120,7 +123,7 @@ def main():
     from dpopt.v1 import dpopt_pb2, dpopt_pb2_grpc, job_spec_pb2
     from google.protobuf import json_format
 
-    ch = grpc.insecure_channel(args.server)
+    ch = authorized_channel(args.server)
     ds_stub = dpopt_pb2_grpc.DatasetServiceStub(ch)
     jobs = dpopt_pb2_grpc.JobServiceStub(ch)
 

@@ -9,11 +9,14 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 build_dir="$repo/build-seed003"
 extra=()
+out_dir="$here/results"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build-dir) build_dir="$2"; shift 2 ;;
     --reps) extra+=(--reps "$2"); shift 2 ;;
-    --quick) extra+=(--reps 1 --epsilons 0.1,0.8 --datasets bank); shift ;;
+    # --quick checks the pipeline; its results go to a temp dir, never over
+    # the committed ones.
+    --quick) extra+=(--reps 1 --epsilons 0.1,0.8 --datasets bank); out_dir=""; shift ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -48,8 +51,12 @@ for _ in range(120):
         time.sleep(0.5)
 sys.exit("server did not start")
 PY
+# The first start writes the curator's bearer token beside the database
+# (mode 0600); the driver sends it (experiments/common/bearer.py).
+for _ in $(seq 1 200); do [[ -s "$tmp/dpopt.db.curator-token" ]] && break; sleep 0.1; done
+export DPOPT_TOKEN="$(cat "$tmp/dpopt.db.curator-token")"
 start=$SECONDS
 "$py" "$here/reproduce.py" --stubs "$tmp/stubs" --server "127.0.0.1:$port" \
-  --out "$here/results" "${extra[@]}"
-"$py" "$here/report.py" "$here/results"
-echo "seed003: done in $((SECONDS - start)) s; see $here/results/"
+  --out "${out_dir:-$tmp/results}" "${extra[@]}"
+"$py" "$here/report.py" "${out_dir:-$tmp/results}"
+echo "seed003: done in $((SECONDS - start)) s; see ${out_dir:-$tmp/results (removed on exit)}/"

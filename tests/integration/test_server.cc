@@ -9,9 +9,55 @@
 #include <sstream>
 #include <thread>
 
+#include "grpcpp/support/client_interceptor.h"
 #include "gtest/gtest.h"
 
 namespace dpopt::testing {
+namespace {
+
+// Adds "authorization: Bearer TOKEN" to every call of a channel.
+class BearerInterceptor : public grpc::experimental::Interceptor {
+ public:
+  explicit BearerInterceptor(std::string token) : token_(std::move(token)) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::
+                PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->insert(
+          {"authorization", "Bearer " + token_});
+    }
+    methods->Proceed();
+  }
+
+ private:
+  std::string token_;
+};
+
+class BearerFactory
+    : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit BearerFactory(std::string token) : token_(std::move(token)) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo* info) override {
+    return new BearerInterceptor(token_);
+  }
+
+ private:
+  std::string token_;
+};
+
+}  // namespace
+
+std::shared_ptr<grpc::Channel> TokenChannel(const std::string& target,
+                                            const std::string& token) {
+  std::vector<
+      std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
+      factories;
+  if (!token.empty()) factories.push_back(std::make_unique<BearerFactory>(token));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      target, grpc::InsecureChannelCredentials(), grpc::ChannelArguments(),
+      std::move(factories));
+}
 
 std::string DataPath(const std::string& relative) {
   const char* root = std::getenv("DPOPT_SOURCE_DIR");
@@ -55,11 +101,15 @@ void TestServer::Start() {
     return;
   }
   server_ = std::move(*s);
-  channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
-                                 grpc::InsecureChannelCredentials());
+  curator_token_ = ReadFileOrDie(o.TokenFile());
+  while (!curator_token_.empty() && curator_token_.back() == '\n') {
+    curator_token_.pop_back();
+  }
+  channel_ = TokenChannel(target(), curator_token_);
   datasets_ = v1::DatasetService::NewStub(channel_);
   budget_ = v1::BudgetService::NewStub(channel_);
   jobs_ = v1::JobService::NewStub(channel_);
+  admin_ = v1::AdminService::NewStub(channel_);
 }
 
 void TestServer::Stop() {
@@ -108,6 +158,36 @@ v1::Job TestServer::WaitForJob(const std::string& id, double timeout_s) {
   }
   ADD_FAILURE() << "job " << id << " did not finish in time";
   return job;
+}
+
+}  // namespace dpopt::testing
+
+namespace dpopt::testing {
+
+std::string TestServer::target() const {
+  return "127.0.0.1:" + std::to_string(server_->port());
+}
+
+std::string TestServer::CreateAnalyst(const std::string& name) {
+  grpc::ClientContext ctx;
+  v1::CreatePrincipalRequest req;
+  req.set_name(name);
+  req.set_role(v1::ROLE_ANALYST);
+  v1::CreatedToken out;
+  const grpc::Status s = admin_->CreatePrincipal(&ctx, req, &out);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return out.token();
+}
+
+grpc::Status TestServer::Grant(const std::string& principal,
+                               const std::string& dataset, double cap) {
+  grpc::ClientContext ctx;
+  v1::GrantDatasetRequest req;
+  req.set_principal(principal);
+  req.set_dataset(dataset);
+  req.set_epsilon_cap(cap);
+  v1::Grant out;
+  return admin_->GrantDataset(&ctx, req, &out);
 }
 
 }  // namespace dpopt::testing

@@ -25,6 +25,16 @@ class TestServer {
   v1::DatasetService::Stub& datasets() { return *datasets_; }
   v1::BudgetService::Stub& budget() { return *budget_; }
   v1::JobService::Stub& jobs() { return *jobs_; }
+  v1::AdminService::Stub& admin() { return *admin_; }
+  // The stubs above authenticate as the bootstrap curator.
+  const std::string& curator_token() const { return curator_token_; }
+  // "127.0.0.1:PORT".
+  std::string target() const;
+  // Creates an analyst; returns its token.
+  std::string CreateAnalyst(const std::string& name);
+  // Grants `principal` access to `dataset` (cap 0 = none).
+  grpc::Status Grant(const std::string& principal, const std::string& dataset,
+                     double cap = 0);
   const std::string& db_path() const { return db_path_; }
 
   // Imports `bytes` (a file's content) with `header`; returns the status.
@@ -43,7 +53,14 @@ class TestServer {
   std::unique_ptr<v1::DatasetService::Stub> datasets_;
   std::unique_ptr<v1::BudgetService::Stub> budget_;
   std::unique_ptr<v1::JobService::Stub> jobs_;
+  std::unique_ptr<v1::AdminService::Stub> admin_;
+  std::string curator_token_;
 };
+
+// A channel to `target` whose calls carry "authorization: Bearer token"
+// (no metadata when token is empty).
+std::shared_ptr<grpc::Channel> TokenChannel(const std::string& target,
+                                            const std::string& token);
 
 // Path of a vendored data file (data/adult/a9a, ...), from $DPOPT_SOURCE_DIR.
 std::string DataPath(const std::string& relative);

@@ -1,7 +1,10 @@
 #include "core/optim/objective.h"
 
 #include <cmath>
+#include <limits>
 #include <random>
+#include <tuple>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -246,6 +249,125 @@ TEST(ObjectiveTest, ParseLossRoundTrips) {
     EXPECT_EQ(parsed, k);
   }
   EXPECT_THAT(ParseLoss("nope"), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace dpopt::optim
+
+namespace dpopt::optim {
+namespace {
+
+// ---- Totality of per-example clipping (design.md §5, issue 15). ----
+
+// Classic clipping, computed the textbook way on the full gradient.
+Eigen::VectorXd ClassicClip(const Eigen::VectorXd& g, double clip, bool l1) {
+  const double n = l1 ? g.lpNorm<1>() : g.norm();
+  return n > clip ? Eigen::VectorXd(g * (clip / n)) : g;
+}
+
+class ClippedGradientTest
+    : public ::testing::TestWithParam<std::tuple<LossKind, bool>> {};
+
+TEST_P(ClippedGradientTest, EqualsClassicClippingOnOrdinaryRows) {
+  const auto [loss, l1] = GetParam();
+  const ModelConfig config = Config(loss, loss == LossKind::kSoftmax ? 3 : 2);
+  const Dataset data = RandomData(config, 50, 6, 7);
+  auto obj = Objective::Create(config, 6).value();
+  std::mt19937 gen(3);
+  std::normal_distribution<double> normal;
+  Eigen::VectorXd w(obj->parameter_size());
+  for (auto& v : w) v = 2 * normal(gen);
+  Eigen::VectorXd c(obj->outputs());
+  for (double clip : {0.05, 1.0, 100.0}) {
+    for (int64_t i = 0; i < data.rows(); ++i) {
+      Eigen::VectorXd got = Eigen::VectorXd::Zero(obj->parameter_size());
+      const double row_norm =
+          l1 ? data.dense().row(i).lpNorm<1>() : data.RowNorm(i);
+      obj->AddClippedExampleGradient(
+          data, i, w, l1 ? Objective::ClipNorm::kL1 : Objective::ClipNorm::kL2,
+          clip, row_norm, c, got);
+      const Eigen::VectorXd want =
+          ClassicClip(obj->ExampleGradient(data, i, w), clip, l1);
+      ASSERT_LE((got - want).lpNorm<Eigen::Infinity>(),
+                1e-12 * (1 + want.lpNorm<Eigen::Infinity>()))
+          << "row " << i << " clip " << clip;
+    }
+  }
+}
+
+TEST_P(ClippedGradientTest, FiniteAndBoundedOnExtremeRows) {
+  const auto [loss, l1] = GetParam();
+  const ModelConfig config = Config(loss, loss == LossKind::kSoftmax ? 3 : 2);
+  constexpr double kMax = std::numeric_limits<double>::max();
+  constexpr double kSub = std::numeric_limits<double>::denorm_min();
+  const std::vector<std::vector<double>> rows = {
+      {1e308, 1e308, 0, 0},      {-kMax, kMax, kMax, -kMax},
+      {kSub, -kSub, 0, 0},       {-0.0, -0.0, 0, 0},
+      {1e308, -1e308, 1e308, 1}, {2.2250738585072014e-308, 1e-310, 1e-320, 0},
+      {1e300, 1e-300, 1, 0},
+  };
+  Eigen::MatrixXd x(rows.size(), 4);
+  Eigen::VectorXd y(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (int j = 0; j < 4; ++j) x(i, j) = rows[i][j];
+    y[i] = RequiredLabelKind(loss) == LabelKind::kMulticlass ? i % 3
+           : RequiredLabelKind(loss) == LabelKind::kReal
+               ? (i % 2 ? kMax : -1e308)
+               : (i % 2 ? 1.0 : -1.0);
+  }
+  const Dataset data =
+      Dataset::Dense(x, y, RequiredLabelKind(loss),
+                     RequiredLabelKind(loss) == LabelKind::kMulticlass ? 3 : 2);
+  ASSERT_OK(data.Validate());
+  auto obj = Objective::Create(config, 4).value();
+  Eigen::VectorXd c(obj->outputs());
+  for (double wscale : {0.0, 1e-3, 1.0, 1e300}) {
+    Eigen::VectorXd w(obj->parameter_size());
+    for (int64_t k = 0; k < w.size(); ++k) {
+      w[k] = wscale * ((k % 3) - 1.0 + 0.25 * k);
+    }
+    for (int64_t i = 0; i < data.rows(); ++i) {
+      const double loss_value = obj->ExampleCoefficients(data, i, w, c);
+      ASSERT_FALSE(std::isnan(loss_value)) << "row " << i;
+      ASSERT_TRUE(c.allFinite()) << "row " << i;
+      for (double clip : {1e-6, 1.0, 1e6}) {
+        Eigen::VectorXd got = Eigen::VectorXd::Zero(obj->parameter_size());
+        const double row_norm = l1 ? data.dense().row(i).lpNorm<1>()
+                                   : data.RowNorm(i);  // may be Inf or 0
+        obj->AddClippedExampleGradient(
+            data, i, w,
+            l1 ? Objective::ClipNorm::kL1 : Objective::ClipNorm::kL2, clip,
+            row_norm, c, got);
+        ASSERT_TRUE(got.allFinite()) << "row " << i << " w " << wscale;
+        const double n = l1 ? got.lpNorm<1>() : got.norm();
+        ASSERT_LE(n, clip * (1 + 1e-12)) << "row " << i << " w " << wscale;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllLosses, ClippedGradientTest,
+    ::testing::Combine(::testing::Values(LossKind::kLogistic,
+                                         LossKind::kSoftmax,
+                                         LossKind::kLeastSquares,
+                                         LossKind::kHinge,
+                                         LossKind::kHuberizedHinge),
+                       ::testing::Bool()));
+
+TEST(RowDotTest, NeverNanOnOverflow) {
+  Eigen::MatrixXd x(2, 3);
+  x << 1e308, 1e308, -1e308, 1e308, -1e308, 1e-300;
+  const Dataset data =
+      Dataset::Dense(x, Eigen::Vector2d(1, -1), LabelKind::kBinary);
+  // Known answers: (1e308 + 1e308 - 1e308) * 1 = 1e308 (the direct sum
+  // overflows on the way); 1e308 - 1e308 + tiny = tiny.
+  EXPECT_DOUBLE_EQ(data.RowDot(0, Eigen::Vector3d(1, 1, 1)), 1e308);
+  EXPECT_EQ(data.RowDot(1, Eigen::Vector3d(1, 1, 0)), 0.0);
+  EXPECT_EQ(data.RowDot(0, Eigen::Vector3d(10, 10, 0)),
+            std::numeric_limits<double>::infinity());
+  EXPECT_EQ(data.RowDot(0, Eigen::Vector3d(-10, -10, 0)),
+            -std::numeric_limits<double>::infinity());
 }
 
 }  // namespace

@@ -33,7 +33,11 @@ start_server() {
   "$server_bin" --db="$work/dpopt.db" --listen="$addr" >>"$work/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 1 100); do
-    dp health >/dev/null 2>&1 && return 0
+    if dp health >/dev/null 2>&1; then
+      # The first start wrote the bootstrap curator's token (0600).
+      export DPOPT_TOKEN="$(cat "$work/dpopt.db.curator-token")"
+      return 0
+    fi
     sleep 0.1
   done
   fail "server did not become healthy"
@@ -150,5 +154,45 @@ charges="$(dp ledger adult --json | json "['budget']['charges']")"
 after_restart="$(dp budget show adult --json | json "['epsilon_remaining']")"
 python3 -c "assert $after_restart == $after_charge < $before" ||
   fail "budget before=$before after-charge=$after_charge after-restart=$after_restart"
+
+step "11. access control: an analyst with a capped grant, isolation, revocation"
+[[ "$(dp whoami --json | json "['role']")" == "ROLE_CURATOR" ]] || fail "whoami is not the curator"
+alice_token="$(dp principal create alice --json | json "['token']")"
+dp grant add alice adult --epsilon-cap=0.5
+as_alice() { DPOPT_TOKEN="$alice_token" "$cli" --server="$addr" "$@"; }
+[[ "$(as_alice dataset list --json | json "[\"datasets\"][0][\"name\"]")" == "adult" ]] ||
+  fail "alice does not see her granted dataset"
+as_alice job list --json | python3 -c 'import json,sys; assert json.load(sys.stdin).get("jobs", []) == []' ||
+  fail "alice sees the curator's jobs"
+small_spec="$work/small.json"
+sed -e 's/"epsilon": [0-9.e-]*/"epsilon": 0.25/' -e 's/"steps": [0-9]*/"steps": 100/' \
+  "$work/spec.json" >"$small_spec"
+admitted=0
+for _ in 1 2 3 4 5; do
+  if as_alice job submit "$small_spec" --wait >/dev/null 2>"$work/cap.err"; then
+    admitted=$((admitted + 1))
+  else
+    break
+  fi
+done
+[[ $admitted -ge 1 ]] || fail "alice's first job within her cap was refused: $(cat "$work/cap.err")"
+grep -q "RESOURCE_EXHAUSTED" "$work/cap.err" && grep -q "cap of 0.5" "$work/cap.err" ||
+  fail "alice was never stopped by her cap ($admitted jobs)"
+as_alice budget show adult --json |
+  python3 -c 'import json,sys; b=json.load(sys.stdin); assert 0 < b["caller_epsilon_spent"] <= b["caller_epsilon_cap"] == 0.5, b' ||
+  fail "alice's cap view"
+if as_alice principal list 2>"$work/pd.err"; then fail "an analyst listed principals"; fi
+grep -q PERMISSION_DENIED "$work/pd.err" || fail "principal list as analyst is not PERMISSION_DENIED"
+dp audit --principal=alice | grep -q "JobService/SubmitJob" || fail "audit log lacks alice's submit"
+dp principal revoke alice
+if as_alice dataset list 2>"$work/rev.err"; then fail "revoked token still works"; fi
+grep -q UNAUTHENTICATED "$work/rev.err" || fail "revoked token is not UNAUTHENTICATED"
+
+step "12. dataset deletion: rows erased, ledger kept"
+if dp dataset delete adult 2>/dev/null; then fail "delete without --yes"; fi
+dp dataset delete adult --yes
+if dp dataset show adult 2>/dev/null; then fail "deleted dataset still shown"; fi
+[[ "$(dp ledger adult --json | json "['budget']['charges']")" == "$((3 + admitted))" ]] ||
+  fail "ledger not kept after deletion"
 
 echo "PASS: user flow (accuracy $acc)"

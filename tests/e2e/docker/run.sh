@@ -160,6 +160,11 @@ docker run -d --name "$container" --network host \
   --health-interval=2s --health-start-period=60s "$image" >/dev/null
 wait_healthy "$container" || fail "container healthy"
 ok "container healthy on 127.0.0.1:$port ($((SECONDS - start)) s)"
+# The first start wrote the bootstrap curator's token on the volume (0600).
+DPOPT_TOKEN="$(docker exec "$container" cat /var/lib/dpopt/dpopt.db.curator-token)"
+export DPOPT_TOKEN
+[[ -n "$DPOPT_TOKEN" ]] || fail "no curator token on the volume"
+ok "curator token written on the volume"
 [[ "$(docker exec "$container" id -u)" != 0 ]] || fail "server runs as root"
 docker exec "$container" test -f /var/lib/dpopt/dpopt.db || fail "database not on the volume"
 ok "server runs as non-root user $(docker exec "$container" id -un), database on the volume"
@@ -276,12 +281,15 @@ if [[ $compose -eq 1 ]]; then
     echo "     skip compose check: docker-compose not installed"
   else
     cport="$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-    export DPOPT_IMAGE="$image" DPOPT_LISTEN="127.0.0.1:$cport"
+    # The compose file's TLS setup with mounted certificate files.
+    "$repo/tests/common/make-test-certs.sh" "$tmp/tls"
+    export DPOPT_IMAGE="$image" DPOPT_LISTEN="127.0.0.1:$cport" DPOPT_TLS_DIR="$tmp/tls"
     dc=(docker-compose -p "$compose_project" -f "$repo/deploy/docker-compose.yml")
     "${dc[@]}" up -d --no-build >"$tmp/compose.log" 2>&1 || { cat "$tmp/compose.log" >&2; fail "docker-compose up"; }
     cid="$("${dc[@]}" ps -q dpopt)"
     wait_healthy "$cid" 180 || fail "compose service healthy"
-    run "health (compose)" chealth.json -- "$cli" health --server="127.0.0.1:$cport" --json
+    run "health (compose, TLS)" chealth.json -- "$cli" health --server="localhost:$cport" \
+      --tls-ca="$tmp/tls/ca.crt" --json
     check "docker-compose up: service healthy, restart policy unless-stopped" \
       "j[0]['status'] == 'SERVING'" "$tmp/chealth.json"
     [[ "$(docker inspect --format '{{.HostConfig.RestartPolicy.Name}}' "$cid")" == unless-stopped ]] ||

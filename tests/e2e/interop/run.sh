@@ -92,6 +92,9 @@ for _ in $(seq 1 60); do
   sleep 0.5
 done
 "$cli" health --server="$addr" >/dev/null || die "server not SERVING after 30 s"
+# The bootstrap curator's token (written 0600 on the first start); the CLI
+# and both clients send it as "authorization: Bearer ...".
+export DPOPT_TOKEN="$(cat "$tmp/dpopt.db.curator-token")"
 
 echo "interop: importing a9a (private) and a9a.t (public)"
 "$cli" dataset import adult "$data/a9a" --format=libsvm --dimension=123 \

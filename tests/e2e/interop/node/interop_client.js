@@ -75,10 +75,19 @@ async function main() {
     ['dpopt/v1/dpopt.proto', 'dpopt/v1/job_spec.proto', 'grpc/health/v1/health.proto'],
     loaderOptions));
   const creds = grpc.credentials.createInsecure();
+  // Every call carries "authorization: Bearer TOKEN" (issue 14).
+  const token = process.env.DPOPT_TOKEN || '';
+  const bearer = (options, nextCall) => new grpc.InterceptingCall(nextCall(options), {
+    start: (metadata, listener, next) => {
+      if (token) metadata.add('authorization', `Bearer ${token}`);
+      next(metadata, listener);
+    },
+  });
+  const opts = { interceptors: [bearer] };
   const health = new api.grpc.health.v1.Health(args.server, creds);
-  const datasets = new api.dpopt.v1.DatasetService(args.server, creds);
-  const budget = new api.dpopt.v1.BudgetService(args.server, creds);
-  const jobs = new api.dpopt.v1.JobService(args.server, creds);
+  const datasets = new api.dpopt.v1.DatasetService(args.server, creds, opts);
+  const budget = new api.dpopt.v1.BudgetService(args.server, creds, opts);
+  const jobs = new api.dpopt.v1.JobService(args.server, creds, opts);
 
   const spec = (over = {}) => {
     const s = {

@@ -12,6 +12,7 @@ Exit status 0 only if every check passed.
 """
 
 import argparse
+import collections
 import math
 import os
 import sys
@@ -65,6 +66,37 @@ def expect_code(fn, code, what):
     raise AssertionError(f"{what}: expected {code.name}, call succeeded")
 
 
+class BearerToken(grpc.UnaryUnaryClientInterceptor,
+                  grpc.UnaryStreamClientInterceptor,
+                  grpc.StreamUnaryClientInterceptor):
+    """Adds 'authorization: Bearer TOKEN' to every call (issue 14)."""
+
+    def __init__(self, token):
+        self._md = ("authorization", "Bearer " + token)
+
+    def _details(self, d):
+        md = list(d.metadata or []) + [self._md]
+        return d._replace(metadata=md) if hasattr(d, "_replace") else _Details(
+            d.method, d.timeout, md, d.credentials, d.wait_for_ready,
+            d.compression)
+
+    def intercept_unary_unary(self, cont, d, req):
+        return cont(self._details(d), req)
+
+    def intercept_unary_stream(self, cont, d, req):
+        return cont(self._details(d), req)
+
+    def intercept_stream_unary(self, cont, d, it):
+        return cont(self._details(d), it)
+
+
+class _Details(collections.namedtuple(
+        "_Details", ("method", "timeout", "metadata", "credentials",
+                     "wait_for_ready", "compression")),
+        grpc.ClientCallDetails):
+    pass
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stubs", required=True, help="dir with generated *_pb2 modules")
@@ -84,7 +116,9 @@ def main():
     from grpc.health.v1 import health_pb2, health_pb2_grpc
     from google.protobuf import json_format
 
-    channel = grpc.insecure_channel(args.server)
+    token = os.environ.get("DPOPT_TOKEN", "")
+    bare = grpc.insecure_channel(args.server)
+    channel = grpc.intercept_channel(bare, BearerToken(token)) if token else bare
     health = health_pb2_grpc.HealthStub(channel)
     datasets = dpopt_pb2_grpc.DatasetServiceStub(channel)
     budget = dpopt_pb2_grpc.BudgetServiceStub(channel)
@@ -247,6 +281,18 @@ def main():
                     grpc.StatusCode.NOT_FOUND, "GetJob(unknown)")
 
     checks.run("health: grpc.health.v1 Check is SERVING", health_check)
+
+    def unauthenticated():
+        anon = dpopt_pb2_grpc.DatasetServiceStub(bare)
+        expect_code(lambda: anon.ListDatasets(dpopt_pb2.ListDatasetsRequest()),
+                    grpc.StatusCode.UNAUTHENTICATED, "ListDatasets without a token")
+        bad = dpopt_pb2_grpc.DatasetServiceStub(grpc.intercept_channel(
+            bare, BearerToken("0123456789abcdef." + "0" * 64)))
+        expect_code(lambda: bad.ListDatasets(dpopt_pb2.ListDatasetsRequest()),
+                    grpc.StatusCode.UNAUTHENTICATED, "ListDatasets with a wrong token")
+
+    if token:
+        checks.run("no or a wrong token: UNAUTHENTICATED", unauthenticated)
     checks.run("ListDatasets lists the imported datasets", list_datasets)
     checks.run("GetDataset / GetBudget: public metadata and budget", get_dataset)
     checks.run("EstimateJob calibrates and charges nothing", estimate)

@@ -1,0 +1,373 @@
+// `dpopt principal|token|grant|audit|whoami`: access control (issue 14).
+// Curators manage principals, tokens and grants and read the audit log;
+// `whoami` works for everyone.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "client/common.h"
+
+namespace dpopt::client {
+namespace {
+
+std::string RoleName(pb::Role r) {
+  return r == pb::ROLE_CURATOR ? "curator" : "analyst";
+}
+
+std::string Time(const google::protobuf::Timestamp& t) {
+  if (t.seconds() == 0 && t.nanos() == 0) return "-";
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S",
+                          absl::FromUnixSeconds(t.seconds()),
+                          absl::UTCTimeZone());
+}
+
+int PrintCreatedToken(const pb::CreatedToken& t, const Globals& g) {
+  if (g.json) {
+    std::cout << ToJson(t) << std::endl;
+    return 0;
+  }
+  std::cout << "principal " << t.principal().name() << " ("
+            << RoleName(t.principal().role()) << ")\n"
+            << "token id  " << t.info().id() << "\n"
+            << "expires   " << Time(t.info().expires_at()) << "\n\n"
+            << t.token() << "\n\n"
+            << "This token is shown once and is not stored by the server. "
+               "Hand it over securely; the holder sets DPOPT_TOKEN or "
+               "--token-file.\n";
+  return 0;
+}
+
+int WhoAmI(const ParsedArgs& a, const Globals& g) {
+  Client c(g);
+  auto ctx = c.Context();
+  pb::Principal p;
+  grpc::Status s = c.admin().WhoAmI(ctx.get(), pb::WhoAmIRequest(), &p);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(p) << std::endl;
+  } else {
+    std::cout << p.name() << " (" << RoleName(p.role()) << ")\n";
+  }
+  return 0;
+}
+
+int PrincipalCreate(const ParsedArgs& a, const Globals& g) {
+  if (a.positional().size() != 1) {
+    return UsageError("usage: dpopt principal create NAME [--role=analyst]");
+  }
+  const std::string role = a.Get("role", "analyst");
+  if (role != "analyst" && role != "curator") {
+    return UsageError("--role must be analyst or curator");
+  }
+  auto ttl = a.GetInt("ttl", 0);
+  if (!ttl.ok() || *ttl < 0) return UsageError("--ttl must be >= 0 seconds");
+  Client c(g);
+  auto ctx = c.Context();
+  pb::CreatePrincipalRequest req;
+  req.set_name(a.positional()[0]);
+  req.set_role(role == "curator" ? pb::ROLE_CURATOR : pb::ROLE_ANALYST);
+  req.set_token_ttl_seconds(*ttl);
+  pb::CreatedToken out;
+  grpc::Status s = c.admin().CreatePrincipal(ctx.get(), req, &out);
+  if (!s.ok()) return ReportRpcError(s, g);
+  return PrintCreatedToken(out, g);
+}
+
+int PrincipalList(const ParsedArgs& a, const Globals& g) {
+  Client c(g);
+  auto ctx = c.Context();
+  pb::ListPrincipalsResponse out;
+  grpc::Status s = c.admin().ListPrincipals(
+      ctx.get(), pb::ListPrincipalsRequest(), &out);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(out) << std::endl;
+    return 0;
+  }
+  std::cout << absl::StrFormat("%-24s %-8s %-20s %s\n", "NAME", "ROLE",
+                               "CREATED", "STATE");
+  for (const auto& p : out.principals()) {
+    std::cout << absl::StrFormat("%-24s %-8s %-20s %s\n", p.name(),
+                                 RoleName(p.role()), Time(p.created_at()),
+                                 p.revoked() ? "revoked" : "active");
+  }
+  return 0;
+}
+
+int PrincipalRevoke(const ParsedArgs& a, const Globals& g) {
+  if (a.positional().size() != 1) {
+    return UsageError("usage: dpopt principal revoke NAME");
+  }
+  Client c(g);
+  auto ctx = c.Context();
+  pb::RevokePrincipalRequest req;
+  req.set_name(a.positional()[0]);
+  pb::Principal out;
+  grpc::Status s = c.admin().RevokePrincipal(ctx.get(), req, &out);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(out) << std::endl;
+  } else {
+    std::cout << "revoked " << out.name()
+              << " and all its tokens (effective immediately)\n";
+  }
+  return 0;
+}
+
+int TokenCreate(const ParsedArgs& a, const Globals& g) {
+  if (a.positional().size() != 1) {
+    return UsageError("usage: dpopt token create PRINCIPAL [--ttl=SECONDS]");
+  }
+  auto ttl = a.GetInt("ttl", 0);
+  if (!ttl.ok() || *ttl < 0) return UsageError("--ttl must be >= 0 seconds");
+  Client c(g);
+  auto ctx = c.Context();
+  pb::CreateTokenRequest req;
+  req.set_principal(a.positional()[0]);
+  req.set_ttl_seconds(*ttl);
+  req.set_label(a.Get("label"));
+  pb::CreatedToken out;
+  grpc::Status s = c.admin().CreateToken(ctx.get(), req, &out);
+  if (!s.ok()) return ReportRpcError(s, g);
+  return PrintCreatedToken(out, g);
+}
+
+int TokenRevoke(const ParsedArgs& a, const Globals& g) {
+  if (a.positional().size() != 1) {
+    return UsageError("usage: dpopt token revoke TOKEN_ID");
+  }
+  Client c(g);
+  auto ctx = c.Context();
+  pb::RevokeTokenRequest req;
+  req.set_id(a.positional()[0]);
+  pb::TokenInfo out;
+  grpc::Status s = c.admin().RevokeToken(ctx.get(), req, &out);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(out) << std::endl;
+  } else {
+    std::cout << "revoked token " << out.id() << " of " << out.principal()
+              << " (effective immediately)\n";
+  }
+  return 0;
+}
+
+int TokenList(const ParsedArgs& a, const Globals& g) {
+  Client c(g);
+  auto ctx = c.Context();
+  pb::ListTokensRequest req;
+  if (!a.positional().empty()) req.set_principal(a.positional()[0]);
+  pb::ListTokensResponse out;
+  grpc::Status s = c.admin().ListTokens(ctx.get(), req, &out);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(out) << std::endl;
+    return 0;
+  }
+  std::cout << absl::StrFormat("%-18s %-20s %-20s %-20s %s\n", "ID",
+                               "PRINCIPAL", "CREATED", "EXPIRES", "STATE");
+  for (const auto& t : out.tokens()) {
+    std::cout << absl::StrFormat("%-18s %-20s %-20s %-20s %s\n", t.id(),
+                                 t.principal(), Time(t.created_at()),
+                                 Time(t.expires_at()),
+                                 t.revoked() ? "revoked" : "active");
+  }
+  return 0;
+}
+
+int GrantAdd(const ParsedArgs& a, const Globals& g) {
+  if (a.positional().size() != 2) {
+    return UsageError(
+        "usage: dpopt grant add PRINCIPAL DATASET [--epsilon-cap=E]");
+  }
+  auto cap = a.GetDouble("epsilon-cap", 0);
+  if (!cap.ok() || *cap < 0) return UsageError("--epsilon-cap must be >= 0");
+  Client c(g);
+  auto ctx = c.Context();
+  pb::GrantDatasetRequest req;
+  req.set_principal(a.positional()[0]);
+  req.set_dataset(a.positional()[1]);
+  req.set_epsilon_cap(*cap);
+  pb::Grant out;
+  grpc::Status s = c.admin().GrantDataset(ctx.get(), req, &out);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(out) << std::endl;
+  } else {
+    std::cout << out.principal() << " may now use " << out.dataset()
+              << (out.epsilon_cap() > 0
+                      ? absl::StrFormat(" (capped at epsilon %s)",
+                                        Num(out.epsilon_cap()))
+                      : std::string(" (no per-analyst cap)"))
+              << "\n";
+  }
+  return 0;
+}
+
+int GrantRevoke(const ParsedArgs& a, const Globals& g) {
+  if (a.positional().size() != 2) {
+    return UsageError("usage: dpopt grant revoke PRINCIPAL DATASET");
+  }
+  Client c(g);
+  auto ctx = c.Context();
+  pb::RevokeGrantRequest req;
+  req.set_principal(a.positional()[0]);
+  req.set_dataset(a.positional()[1]);
+  pb::Grant out;
+  grpc::Status s = c.admin().RevokeGrant(ctx.get(), req, &out);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(out) << std::endl;
+  } else {
+    std::cout << "revoked " << out.principal() << "'s access to "
+              << out.dataset() << " (its past charges stay in the ledger)\n";
+  }
+  return 0;
+}
+
+int GrantList(const ParsedArgs& a, const Globals& g) {
+  Client c(g);
+  auto ctx = c.Context();
+  pb::ListGrantsRequest req;
+  req.set_principal(a.Get("principal"));
+  req.set_dataset(a.Get("dataset"));
+  pb::ListGrantsResponse out;
+  grpc::Status s = c.admin().ListGrants(ctx.get(), req, &out);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(out) << std::endl;
+    return 0;
+  }
+  std::cout << absl::StrFormat("%-20s %-24s %12s  %s\n", "PRINCIPAL",
+                               "DATASET", "EPSILON_CAP", "CREATED");
+  for (const auto& gr : out.grants()) {
+    std::cout << absl::StrFormat(
+        "%-20s %-24s %12s  %s\n", gr.principal(), gr.dataset(),
+        gr.epsilon_cap() > 0 ? Num(gr.epsilon_cap()) : "-",
+        Time(gr.created_at()));
+  }
+  return 0;
+}
+
+int DatasetDelete(const ParsedArgs& a, const Globals& g) {
+  if (a.positional().size() != 1) {
+    return UsageError("usage: dpopt dataset delete NAME --yes");
+  }
+  if (!a.GetBool("yes")) {
+    return UsageError(
+        "deleting erases the dataset's rows for good (its ledger is kept); "
+        "repeat with --yes");
+  }
+  Client c(g);
+  auto ctx = c.Context(/*deadline=*/false);
+  pb::DeleteDatasetRequest req;
+  req.set_name(a.positional()[0]);
+  pb::DeleteDatasetResponse out;
+  grpc::Status s = c.datasets().DeleteDataset(ctx.get(), req, &out);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(out) << std::endl;
+  } else {
+    std::cout << "deleted " << out.name() << ": " << out.cancelled_jobs()
+              << " queued/running job(s) cancelled (they stay charged), "
+              << out.blocks_deleted()
+              << " row block(s) erased with secure delete and the WAL "
+                 "truncated. Its ledger and audit history are kept; the name "
+                 "stays reserved.\n";
+  }
+  return 0;
+}
+
+int Audit(const ParsedArgs& a, const Globals& g) {
+  auto limit = a.GetInt("limit", 100);
+  if (!limit.ok() || *limit < 1) return UsageError("--limit must be >= 1");
+  Client c(g);
+  auto ctx = c.Context();
+  pb::ListAuditRequest req;
+  req.set_dataset(a.Get("dataset"));
+  req.set_principal(a.Get("principal"));
+  req.set_limit(*limit);
+  pb::ListAuditResponse out;
+  grpc::Status s = c.admin().ListAudit(ctx.get(), req, &out);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(out) << std::endl;
+    return 0;
+  }
+  std::cout << absl::StrFormat("%-6s %-20s %-14s %-30s %-16s %-26s %s\n",
+                               "SEQ", "TIME", "PRINCIPAL", "METHOD",
+                               "DATASET", "JOB/TARGET", "OUTCOME");
+  for (const auto& e : out.entries()) {
+    std::cout << absl::StrFormat(
+        "%-6d %-20s %-14s %-30s %-16s %-26s %s\n", e.sequence(),
+        Time(e.at()), e.principal().empty() ? "(none)" : e.principal(),
+        e.method(), e.dataset().empty() ? "-" : e.dataset(),
+        !e.job_id().empty() ? e.job_id()
+                            : (e.target().empty() ? "-" : e.target()),
+        StatusCodeName(static_cast<grpc::StatusCode>(e.code())));
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::vector<Command> AdminCommands() {
+  const FlagSpec ttl{"ttl", false,
+                     "token lifetime in seconds (default 0: never expires)",
+                     "SECONDS"};
+  return {
+      {"whoami", "", "the principal and role of your token", {}, WhoAmI},
+      {"principal create",
+       "NAME",
+       "create a principal and its first token, shown once (curator)",
+       {{"role", false, "analyst (default) or curator", "ROLE"}, ttl},
+       PrincipalCreate},
+      {"principal list", "", "list principals (curator)", {}, PrincipalList},
+      {"principal revoke",
+       "NAME",
+       "revoke a principal and all its tokens, effective immediately "
+       "(curator)",
+       {},
+       PrincipalRevoke},
+      {"token create",
+       "PRINCIPAL",
+       "issue another token for a principal, shown once (curator)",
+       {ttl, {"label", false, "a note to recognise the token by", "TEXT"}},
+       TokenCreate},
+      {"token revoke", "TOKEN_ID", "revoke one token (curator)", {},
+       TokenRevoke},
+      {"token list", "[PRINCIPAL]", "list tokens, never secrets (curator)", {},
+       TokenList},
+      {"dataset delete",
+       "NAME",
+       "erase a dataset's rows for good, keeping its ledger (curator)",
+       {{"yes", true, "confirm the deletion"}},
+       DatasetDelete},
+      {"grant add",
+       "PRINCIPAL DATASET",
+       "let an analyst use a dataset, optionally capping its total epsilon "
+       "there (curator; again to change the cap)",
+       {{"epsilon-cap", false, "cap on the analyst's epsilon (0 = no cap)",
+         "E"}},
+       GrantAdd},
+      {"grant revoke", "PRINCIPAL DATASET", "withdraw a grant (curator)", {},
+       GrantRevoke},
+      {"grant list",
+       "",
+       "list grants (curator)",
+       {{"principal", false, "only this principal", "NAME"},
+        {"dataset", false, "only this dataset", "NAME"}},
+       GrantList},
+      {"audit",
+       "",
+       "the audit log, newest first (curator)",
+       {{"dataset", false, "only this dataset", "NAME"},
+        {"principal", false, "only this principal", "NAME"},
+        {"limit", false, "entries to show (default 100)", "N"}},
+       Audit},
+  };
+}
+
+}  // namespace dpopt::client

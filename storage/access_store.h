@@ -1,0 +1,132 @@
+// Access control state (design.md §6, issue 14): principals with a role,
+// bearer tokens (stored only as SHA-256 hashes of their secret part),
+// dataset grants with optional per-analyst epsilon caps, and the append-only
+// audit log. Obtain it from Database::access(). Thread-safe.
+//
+// Token strings are "<id>.<secret>": the id (16 hex digits) is public and
+// names the token (for listing and revocation); only SHA-256(secret) is
+// stored. Generating tokens and hashing secrets is the server's job
+// (server/auth.h); this store never sees a secret.
+#ifndef DPOPT_STORAGE_ACCESS_STORE_H_
+#define DPOPT_STORAGE_ACCESS_STORE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace dpopt::storage {
+
+class Connection;
+class Database;
+
+enum class Role { kCurator = 1, kAnalyst = 2 };
+std::string RoleName(Role role);  // "curator", "analyst"
+
+struct PrincipalRecord {
+  int64_t id = 0;
+  std::string name;
+  Role role = Role::kAnalyst;
+  int64_t created_at_micros = 0;
+  int64_t revoked_at_micros = 0;  // 0 = active
+};
+
+struct TokenRecord {
+  std::string id;  // public token id
+  std::string principal;
+  std::string secret_sha256;  // 32 bytes
+  int64_t created_at_micros = 0;
+  int64_t expires_at_micros = 0;  // 0 = never
+  int64_t revoked_at_micros = 0;  // 0 = active
+  std::string label;
+};
+
+struct GrantRecord {
+  std::string principal;
+  std::string dataset;
+  // Cap on the principal's total privacy loss on the dataset, priced by the
+  // dataset's filter at the dataset's delta; 0 = no cap.
+  double epsilon_cap = 0;
+  int64_t created_at_micros = 0;
+};
+
+struct AuditRecord {
+  int64_t seq = 0;
+  int64_t at_micros = 0;
+  std::string principal;  // "" when unauthenticated
+  std::string method;     // e.g. "JobService.SubmitJob"
+  std::string dataset;
+  std::string job_id;
+  std::string target;  // principal or token acted upon, if any
+  int code = 0;        // gRPC status code of the outcome
+  std::string detail;  // never secrets or row values
+};
+
+struct AuditFilter {
+  std::string dataset;    // empty: any
+  std::string principal;  // empty: any
+  int64_t limit = 1000;   // newest first
+};
+
+class AccessStore {
+ public:
+  AccessStore(const AccessStore&) = delete;
+  AccessStore& operator=(const AccessStore&) = delete;
+
+  // Errors: INVALID_ARGUMENT (name not [A-Za-z0-9_.@-]{1,64}),
+  // ALREADY_EXISTS.
+  absl::StatusOr<PrincipalRecord> CreatePrincipal(absl::string_view name,
+                                                  Role role);
+  absl::StatusOr<std::vector<PrincipalRecord>> ListPrincipals();
+  absl::StatusOr<PrincipalRecord> GetPrincipal(absl::string_view name);
+  // Revokes the principal and every token of it (effective immediately).
+  absl::StatusOr<PrincipalRecord> RevokePrincipal(absl::string_view name);
+  // Number of principals (any state): 0 on a fresh database.
+  absl::StatusOr<int64_t> CountPrincipals();
+
+  // Errors: NOT_FOUND / FAILED_PRECONDITION (revoked principal),
+  // ALREADY_EXISTS (id taken), INVALID_ARGUMENT.
+  absl::Status InsertToken(const TokenRecord& token);
+  absl::StatusOr<TokenRecord> RevokeToken(absl::string_view id);
+  // The token and its principal; NOT_FOUND if the id is unknown.
+  absl::StatusOr<std::pair<TokenRecord, PrincipalRecord>> LookupToken(
+      absl::string_view id);
+  absl::StatusOr<std::vector<TokenRecord>> ListTokens(
+      absl::string_view principal);
+
+  // Grants (or updates the cap of) an analyst's access to a dataset.
+  // Errors: NOT_FOUND (principal or dataset), FAILED_PRECONDITION (not an
+  // analyst), INVALID_ARGUMENT (cap not finite or < 0).
+  absl::StatusOr<GrantRecord> Grant(absl::string_view principal,
+                                    absl::string_view dataset,
+                                    double epsilon_cap);
+  // NOT_FOUND if there is no such grant.
+  absl::Status RevokeGrant(absl::string_view principal,
+                           absl::string_view dataset);
+  // Filters may be empty (= any).
+  absl::StatusOr<std::vector<GrantRecord>> ListGrants(
+      absl::string_view principal, absl::string_view dataset);
+  absl::StatusOr<std::optional<GrantRecord>> FindGrant(
+      absl::string_view principal, absl::string_view dataset);
+
+  absl::Status AppendAudit(const AuditRecord& record);
+  absl::StatusOr<std::vector<AuditRecord>> ListAudit(const AuditFilter& filter);
+
+  // For the ledger's admission transaction: the grant of `principal` on
+  // dataset `dataset_id`, read on the caller's connection.
+  static absl::StatusOr<std::optional<GrantRecord>> FindGrantLocked(
+      Connection& conn, absl::string_view principal, int64_t dataset_id);
+
+ private:
+  friend class Database;
+  explicit AccessStore(Database& db) : db_(db) {}
+  Database& db_;
+};
+
+}  // namespace dpopt::storage
+
+#endif  // DPOPT_STORAGE_ACCESS_STORE_H_
