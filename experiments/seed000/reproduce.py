@@ -501,7 +501,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default="e1,e2,e3,adult")
-    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--seeds", type=int, default=10)  # spec §6: >= 10 seeds
     ap.add_argument("--e1-runs", type=int, default=400)
     ap.add_argument("--e3-eta", type=float, default=10.0)
     ap.add_argument("--adult-eta", type=float, default=0.05)
