@@ -20,6 +20,10 @@ packages=(
   # tests, interop clients and plots
   python3 python3-grpcio python3-protobuf python3-numpy python3-matplotlib
   sqlite3 procps
+  # the Python client package (clients/python): offline wheel build, tests,
+  # DataFrames and progress bars
+  python3-build python3-setuptools python3-wheel python3-pytest python3-pandas
+  python3-tqdm
 )
 # Node.js for the Node interop client: Debian's, unless one is installed.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
