@@ -1,8 +1,11 @@
 // dpopt-server: the curator's long-running gRPC service.
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -32,7 +35,7 @@ ABSL_FLAG(bool, insecure, false,
 ABSL_FLAG(std::string, console_listen, "",
           "serve the read-only web console on HOST:PORT (e.g. "
           "127.0.0.1:8080; off when empty, the default). Same tokens and "
-          "roles as the API; HTTPS with the --tls_* files when they are "
+          "roles as the API; HTTPS with the --tls-* files when they are "
           "given; without TLS only on a loopback address unless --insecure");
 
 namespace {
@@ -55,8 +58,21 @@ int main(int argc, char** argv) {
       "usage: dpopt-server [--db=PATH] [--listen=HOST:PORT] [--workers=N] "
       "[--queue=N] [--curator-token-file=PATH] [--tls-cert=PEM "
       "--tls-key=PEM [--tls-client-ca=PEM]] [--insecure] "
-      "[--console_listen=HOST:PORT]");
-  absl::ParseCommandLine(argc, argv);
+      "[--console-listen=HOST:PORT]");
+  // Flags are documented with dashes (--tls-cert); Abseil names them with
+  // underscores. Accept both spellings of every flag name.
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string& a = args[i];
+    if (a == "--") break;
+    if (a.rfind("--", 0) != 0) continue;
+    const size_t end = std::min(a.find('='), a.size());
+    std::replace(a.begin() + 2, a.begin() + end, '-', '_');
+  }
+  std::vector<char*> normalized;
+  for (std::string& a : args) normalized.push_back(a.data());
+  absl::ParseCommandLine(static_cast<int>(normalized.size()),
+                         normalized.data());
 
   dpopt::server::ServerOptions o;
   o.db_path = absl::GetFlag(FLAGS_db);

@@ -66,7 +66,7 @@ absl::Status ConsoleOptions::Validate() const {
     return absl::FailedPreconditionError(absl::StrCat(
         "refusing to serve the console on ", listen,
         " without TLS: bearer tokens would cross the network in clear text. "
-        "Give --tls_cert and --tls_key, listen on 127.0.0.1, or pass "
+        "Give --tls-cert and --tls-key, listen on 127.0.0.1, or pass "
         "--insecure if a trusted proxy terminates TLS"));
   }
   return absl::OkStatus();
