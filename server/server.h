@@ -4,10 +4,12 @@
 #define DPOPT_SERVER_SERVER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/optim/seed004/mpi_settings.h"
 #include "grpcpp/grpcpp.h"
 
 namespace dpopt::storage {
@@ -52,6 +54,9 @@ struct ServerOptions {
   // (the default). Uses the TLS files above when they are set, and the same
   // loopback-only rule without TLS. Port 0 picks a free port.
   std::string console_listen;
+  // dp_dda's MPI execution (seed 004, --mpirun and friends); unset = MPI
+  // jobs are refused before charging.
+  std::optional<optim::seed004::MpiSettings> dda_mpi;
   absl::Status Validate() const;
   std::string TokenFile() const {
     return curator_token_file.empty() ? db_path + ".curator-token"
