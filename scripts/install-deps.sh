@@ -13,7 +13,7 @@ packages=(
   # libraries (see design.md §7)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev libsqlite3-dev libgtest-dev libgmock-dev
-  libbenchmark-dev libssl-dev nlohmann-json3-dev
+  libbenchmark-dev libssl-dev nlohmann-json3-dev libmpfr-dev libgmp-dev
   # tests, interop clients and plots
   python3 python3-grpcio python3-protobuf python3-numpy python3-matplotlib
   sqlite3 procps
