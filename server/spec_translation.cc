@@ -8,6 +8,7 @@
 #include "core/optim/seed002/accelerated.h"
 #include "core/optim/seed003/dp_line_search.h"
 #include "server/seed000_translation.h"
+#include "server/seed004_translation.h"
 
 namespace dpopt::server {
 namespace {
@@ -413,10 +414,9 @@ absl::StatusOr<TranslatedJob> TranslateJobSpec(const v1::JobSpec& spec,
       break;
     }
     case AlgorithmSpec::kDpTuneRegularization: {
-      ASSIGN_OR_RETURN(
-          optim::seed000::DpTuneOptions o,
-          TranslateDpTune(a.dp_tune_regularization(), out.model,
-                          "algorithm.dp_tune_regularization"));
+      ASSIGN_OR_RETURN(optim::seed000::DpTuneOptions o,
+                       TranslateDpTune(a.dp_tune_regularization(), out.model,
+                                       "algorithm.dp_tune_regularization"));
       steps = o.outer_iterations;
       ASSIGN_OR_RETURN(out.algorithm, optim::seed000::NewDpTune(o));
       out.algorithm_name = "dp_tune_regularization";
@@ -429,6 +429,15 @@ absl::StatusOr<TranslatedJob> TranslateJobSpec(const v1::JobSpec& spec,
       steps = static_cast<int64_t>(o.EffectiveGrid().size());
       ASSIGN_OR_RETURN(out.algorithm, optim::seed000::NewDpGridSearch(o));
       out.algorithm_name = "dp_grid_search";
+      break;
+    }
+    case AlgorithmSpec::kDpDda: {
+      ASSIGN_OR_RETURN(optim::seed004::DpDdaOptions o,
+                       TranslateDpDda(a.dp_dda(), out.model, spec.trace_every(),
+                                      dataset_is_public, "algorithm.dp_dda"));
+      steps = o.iterations;
+      ASSIGN_OR_RETURN(out.algorithm, optim::seed004::NewDpDda(o));
+      out.algorithm_name = "dp_dda";
       break;
     }
     case AlgorithmSpec::kGd: {
