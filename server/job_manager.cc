@@ -46,6 +46,11 @@ v1::JobState ToProtoState(JobState s) {
   return v1::JOB_STATE_UNSPECIFIED;
 }
 
+// "job-YYYYMMDD-HHMMSS-" + 64 random bits in hex. The random part used to be
+// 24 bits, and the concurrency harness (tests/concurrency) hit a collision
+// among a few hundred jobs submitted within one second: the submit failed
+// with "already exists" (nothing charged, but a spurious error). With 64
+// bits a collision needs ~4e9 jobs in one second.
 std::string NewJobId() {
   static absl::Mutex mu;
   static absl::BitGen* gen = new absl::BitGen();
@@ -57,7 +62,7 @@ std::string NewJobId() {
   return absl::StrCat(
       "job-",
       absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::UTCTimeZone()), "-",
-      absl::StrFormat("%06x", r & 0xffffff));
+      absl::StrFormat("%016x", r));
 }
 
 v1::Calibration CalibrationToProto(const optim::Calibration& c) {
