@@ -14,6 +14,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev libsqlite3-dev libgtest-dev libgmock-dev
   libbenchmark-dev libssl-dev nlohmann-json3-dev
+  # seed 001: GLPK (LP solver) and GMP (exact vector Laplace noise)
+  libglpk-dev libgmp-dev
   # tests, interop clients and plots
   python3 python3-grpcio python3-protobuf python3-numpy python3-matplotlib
   sqlite3 procps
