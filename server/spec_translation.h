@@ -27,6 +27,8 @@ struct TranslatedJob {
   // dataset). False for seed 000's dp_bilevel*, whose catalogue problem
   // defines the released variable (no evaluate_on, labels unused).
   bool evaluable_model = true;
+  // Model.loss of the result when evaluable_model is false.
+  std::string output_name = "bilevel_outer_variable";
 };
 
 // Limits on what a single job may ask for (absurd values are refused before

@@ -100,6 +100,17 @@ int64_t RoundedRoot(const mpz_class& num, const mpz_class& den) {
   return static_cast<int64_t>(t.get_si());
 }
 
+// Largest M 2^-F <= x with 2^23 <= M < 2^24 (F may be large: the rate per
+// grid unit can be tiny; GMP handles any F). REQUIRES: x finite, > 2^-1000.
+Dyadic RoundDownToFineDyadic(double x) {
+  int e = 0;
+  std::frexp(x, &e);  // x in [2^(e-1), 2^e)
+  Dyadic d;
+  d.exponent = std::max(0, 24 - e);
+  d.mantissa = static_cast<uint64_t>(std::floor(std::ldexp(x, d.exponent)));
+  return d;
+}
+
 }  // namespace
 
 absl::StatusOr<VectorLaplacePlan> PlanVectorLaplace(double l2_sensitivity,
@@ -112,9 +123,9 @@ absl::StatusOr<VectorLaplacePlan> PlanVectorLaplace(double l2_sensitivity,
   }
   const double scale = l2_sensitivity / epsilon;
   if (!(scale >= 0x1.0p-900 && scale <= 0x1.0p900)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vector Laplace: sensitivity / epsilon = ", scale,
-        " is outside [2^-900, 2^900]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("vector Laplace: sensitivity / epsilon = ", scale,
+                     " is outside [2^-900, 2^900]"));
   }
   if (dimension < 1 || dimension > kMaxDimension) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -124,14 +135,15 @@ absl::StatusOr<VectorLaplacePlan> PlanVectorLaplace(double l2_sensitivity,
   plan.l2_sensitivity = l2_sensitivity;
   plan.epsilon = epsilon;
   plan.dimension = dimension;
+  // The grid: the power of two nearest below 2^-20 Delta / sqrt(n), so the
+  // rounding adds at most a relative 2^-20 to the sensitivity.
+  const double n_sqrt = std::sqrt(static_cast<double>(dimension));
   int e = 0;
-  std::frexp(scale, &e);  // scale in [2^(e-1), 2^e)
+  std::frexp(l2_sensitivity / n_sqrt, &e);  // in [2^(e-1), 2^e)
   plan.grid = std::ldexp(1.0, e - 1 - kGridBits);
-  plan.effective_sensitivity =
-      (l2_sensitivity + plan.grid * std::sqrt(static_cast<double>(dimension))) *
-      kRoundUp;
+  plan.effective_sensitivity = (l2_sensitivity + plan.grid * n_sqrt) * kRoundUp;
   const double lambda = epsilon / plan.effective_sensitivity / kRoundUp;
-  plan.beta = RoundDownToDyadic(lambda * plan.grid);
+  plan.beta = RoundDownToFineDyadic(lambda * plan.grid);
   if (plan.beta.mantissa == 0) {
     return absl::InternalError("vector Laplace: rate underflow");
   }
@@ -200,13 +212,14 @@ absl::Status SampleVectorLaplaceUnits(const VectorLaplacePlan& plan,
       const GammaBounds& g = gamma.Bounds(bits, words);
       const int64_t p = 64 * g.words;
       const int64_t q = 64 * words;
-      const mpz_class z_lo =
-          (mpz_class(normal.integer_part()) << q) +
-          Digits(normal.fraction(), bits, words);
+      const mpz_class z_lo = (mpz_class(normal.integer_part()) << q) +
+                             Digits(normal.fraction(), bits, words);
       const mpz_class z_hi = z_lo + 1;
       const mpz_class den = m2 << (2 * p + 2 * q);
-      const int64_t t_lo = RoundedRoot((g.lo * z_lo * z_lo) << (2 * f + 2), den);
-      const int64_t t_hi = RoundedRoot((g.hi * z_hi * z_hi) << (2 * f + 2), den);
+      const int64_t t_lo =
+          RoundedRoot((g.lo * z_lo * z_lo) << (2 * f + 2), den);
+      const int64_t t_hi =
+          RoundedRoot((g.hi * z_hi * z_hi) << (2 * f + 2), den);
       if (t_lo == t_hi) {
         (*out)[j] = normal.negative() ? -t_lo : t_lo;
         break;

@@ -65,7 +65,7 @@ struct VectorLaplacePlan {
   double grid = 0;            // g, a power of two
   // Delta + g sqrt(n), rounded up.
   double effective_sensitivity = 0;
-  // beta = lambda g, rounded DOWN to a dyadic M 2^-F (M < 2^24).
+  // beta = lambda g, rounded DOWN to a dyadic M 2^-F (2^23 <= M < 2^24).
   Dyadic beta;
   // The exact rate sampled, beta / g <= epsilon / effective_sensitivity.
   double lambda = 0;
@@ -75,8 +75,9 @@ struct VectorLaplacePlan {
   double coordinate_stddev = 0;
 };
 
-// Chooses the grid (the power of two nearest below 2^-20 Delta / epsilon) and
-// the rate. Errors: INVALID_ARGUMENT unless Delta and epsilon are finite and
+// Chooses the grid (the power of two nearest below 2^-20 Delta / sqrt(n), so
+// that rounding adds at most a relative 2^-20 to the sensitivity) and the
+// rate. Errors: INVALID_ARGUMENT unless Delta and epsilon are finite and
 // positive, Delta / epsilon is in [2^-900, 2^900], and 1 <= n <= 2^20.
 absl::StatusOr<VectorLaplacePlan> PlanVectorLaplace(double l2_sensitivity,
                                                     double epsilon,

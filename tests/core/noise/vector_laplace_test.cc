@@ -4,8 +4,8 @@
 // Distribution checks are Kolmogorov-Smirnov tests against closed forms
 // (Laplace for n = 1, Gamma(n, rate lambda) for the radius, Exp(1) for the
 // exact exponential) at p = 1e-3, plus 5-SE moment checks, on fixed seeds of
-// the NOT DIFFERENTIALLY PRIVATE test generator. The grid (2^-20 of the noise
-// scale) moves any CDF by about 2^-20, far below the KS thresholds used here.
+// the NOT DIFFERENTIALLY PRIVATE test generator. The grid (2^-20 Delta /
+// sqrt(n)) moves any CDF by far less, far below the KS thresholds used here.
 #include "core/noise/vector_laplace.h"
 
 #include <algorithm>
@@ -48,11 +48,12 @@ TEST(VectorLaplacePlan, RateIsBelowEpsilonOverEffectiveSensitivity) {
       for (double eps : {0.01, 0.1, 1.0, 10.0}) {
         ASSERT_OK_AND_ASSIGN(VectorLaplacePlan p,
                              PlanVectorLaplace(delta, eps, n));
-        // The grid is a power of two near 2^-20 of the noise scale.
+        // The grid is a power of two near 2^-20 Delta / sqrt(n).
         int e = 0;
         EXPECT_EQ(std::frexp(p.grid, &e), 0.5);
-        EXPECT_LE(p.grid, std::ldexp(delta / eps, -20));
-        EXPECT_GT(p.grid, std::ldexp(delta / eps, -22));
+        const double unit = delta / std::sqrt(static_cast<double>(n));
+        EXPECT_LE(p.grid, std::ldexp(unit, -20));
+        EXPECT_GT(p.grid, std::ldexp(unit, -22));
         // Theorem 9 with the rounded value's sensitivity.
         EXPECT_GE(p.effective_sensitivity,
                   delta + p.grid * std::sqrt(static_cast<double>(n)));
@@ -60,6 +61,7 @@ TEST(VectorLaplacePlan, RateIsBelowEpsilonOverEffectiveSensitivity) {
         // ... and barely less noise than the paper's lambda = eps / Delta.
         EXPECT_GT(p.lambda,
                   eps / (delta + p.grid * std::sqrt(n + 0.0)) * (1 - 1e-6));
+        EXPECT_GT(p.lambda, eps / delta * (1 - 2e-6));
         EXPECT_DOUBLE_EQ(p.expected_norm, n / p.lambda);
       }
     }
@@ -174,8 +176,8 @@ TEST_P(VectorLaplaceRadius, GammaRadiusUniformDirection) {
   // Power: the same check rejects a 3% error in the rate.
   EXPECT_GT(KsStatistic(radii,
                         [&](double r) {
-                          return 1 - audit::RegularizedGammaQ(
-                                         n, 1.03 * lambda * r);
+                          return 1 -
+                                 audit::RegularizedGammaQ(n, 1.03 * lambda * r);
                         }),
             kKsCritical);
   double mean = 0;
