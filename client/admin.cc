@@ -79,8 +79,8 @@ int PrincipalList(const ParsedArgs& a, const Globals& g) {
   Client c(g);
   auto ctx = c.Context();
   pb::ListPrincipalsResponse out;
-  grpc::Status s = c.admin().ListPrincipals(
-      ctx.get(), pb::ListPrincipalsRequest(), &out);
+  grpc::Status s =
+      c.admin().ListPrincipals(ctx.get(), pb::ListPrincipalsRequest(), &out);
   if (!s.ok()) return ReportRpcError(s, g);
   if (g.json) {
     std::cout << ToJson(out) << std::endl;
@@ -240,8 +240,8 @@ int GrantList(const ParsedArgs& a, const Globals& g) {
     std::cout << ToJson(out) << std::endl;
     return 0;
   }
-  std::cout << absl::StrFormat("%-20s %-24s %12s  %s\n", "PRINCIPAL",
-                               "DATASET", "EPSILON_CAP", "CREATED");
+  std::cout << absl::StrFormat("%-20s %-24s %12s  %s\n", "PRINCIPAL", "DATASET",
+                               "EPSILON_CAP", "CREATED");
   for (const auto& gr : out.grants()) {
     std::cout << absl::StrFormat(
         "%-20s %-24s %12s  %s\n", gr.principal(), gr.dataset(),
@@ -296,14 +296,14 @@ int Audit(const ParsedArgs& a, const Globals& g) {
     std::cout << ToJson(out) << std::endl;
     return 0;
   }
-  std::cout << absl::StrFormat("%-6s %-20s %-14s %-30s %-16s %-26s %s\n",
-                               "SEQ", "TIME", "PRINCIPAL", "METHOD",
-                               "DATASET", "JOB/TARGET", "OUTCOME");
+  std::cout << absl::StrFormat("%-6s %-20s %-14s %-30s %-16s %-26s %s\n", "SEQ",
+                               "TIME", "PRINCIPAL", "METHOD", "DATASET",
+                               "JOB/TARGET", "OUTCOME");
   for (const auto& e : out.entries()) {
     std::cout << absl::StrFormat(
-        "%-6d %-20s %-14s %-30s %-16s %-26s %s\n", e.sequence(),
-        Time(e.at()), e.principal().empty() ? "(none)" : e.principal(),
-        e.method(), e.dataset().empty() ? "-" : e.dataset(),
+        "%-6d %-20s %-14s %-30s %-16s %-26s %s\n", e.sequence(), Time(e.at()),
+        e.principal().empty() ? "(none)" : e.principal(), e.method(),
+        e.dataset().empty() ? "-" : e.dataset(),
         !e.job_id().empty() ? e.job_id()
                             : (e.target().empty() ? "-" : e.target()),
         StatusCodeName(static_cast<grpc::StatusCode>(e.code())));
@@ -336,9 +336,15 @@ std::vector<Command> AdminCommands() {
        "issue another token for a principal, shown once (curator)",
        {ttl, {"label", false, "a note to recognise the token by", "TEXT"}},
        TokenCreate},
-      {"token revoke", "TOKEN_ID", "revoke one token (curator)", {},
+      {"token revoke",
+       "TOKEN_ID",
+       "revoke one token (curator)",
+       {},
        TokenRevoke},
-      {"token list", "[PRINCIPAL]", "list tokens, never secrets (curator)", {},
+      {"token list",
+       "[PRINCIPAL]",
+       "list tokens, never secrets (curator)",
+       {},
        TokenList},
       {"dataset delete",
        "NAME",
@@ -352,7 +358,10 @@ std::vector<Command> AdminCommands() {
        {{"epsilon-cap", false, "cap on the analyst's epsilon (0 = no cap)",
          "E"}},
        GrantAdd},
-      {"grant revoke", "PRINCIPAL DATASET", "withdraw a grant (curator)", {},
+      {"grant revoke",
+       "PRINCIPAL DATASET",
+       "withdraw a grant (curator)",
+       {},
        GrantRevoke},
       {"grant list",
        "",

@@ -13,9 +13,7 @@
 
 namespace dpopt::client {
 
-
 // ---------------------------------------------------------------- plumbing
-
 
 const std::vector<FlagSpec>& GlobalFlags() {
   static const auto* flags = new std::vector<FlagSpec>{
@@ -41,7 +39,6 @@ std::vector<FlagSpec> WithGlobals(std::vector<FlagSpec> specs) {
   for (const auto& g : GlobalFlags()) specs.push_back(g);
   return specs;
 }
-
 
 std::string StatusCodeName(grpc::StatusCode code) {
   switch (code) {

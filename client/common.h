@@ -90,7 +90,11 @@ void PrintBudget(const pb::BudgetStatus& b);
 // environment. INVALID_ARGUMENT for unreadable files.
 absl::Status ResolveCredentials(const ParsedArgs& a, Globals& g);
 
-// Command groups defined outside main.cc.
+// Command groups, one file each (client/<group>.cc).
+std::vector<Command> DatasetCommands();
+std::vector<Command> BudgetCommands();
+std::vector<Command> JobCommands();
+std::vector<Command> PrivacyCommands();
 std::vector<Command> AdminCommands();
 
 }  // namespace dpopt::client

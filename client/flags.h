@@ -1,6 +1,6 @@
-// Minimal command-line parsing for the `dpopt` CLI: positional arguments and
-// `--name=value` / `--name value` / boolean `--name` flags, checked against
-// the flags a command declares, so that typos get a clear error.
+// The flags a `dpopt` command declares (FlagSpec) and the parsed values its
+// handler reads (ParsedArgs, with typed getters). Parsing itself is CLI11's
+// (client/cli.h).
 #ifndef DPOPT_CLIENT_FLAGS_H_
 #define DPOPT_CLIENT_FLAGS_H_
 
@@ -36,11 +36,6 @@ class ParsedArgs {
   std::vector<std::string> positional_;
   std::map<std::string, std::string> values_;
 };
-
-// Parses `args` against `specs`. Unknown flags and missing values are
-// INVALID_ARGUMENT errors naming the flag.
-absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
-                                     const std::vector<FlagSpec>& specs);
 
 }  // namespace dpopt::client
 

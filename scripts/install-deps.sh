@@ -13,12 +13,24 @@ packages=(
   # libraries (see design.md §7)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev libsqlite3-dev libgtest-dev libgmock-dev
-  libbenchmark-dev libssl-dev nlohmann-json3-dev
+  libbenchmark-dev libssl-dev nlohmann-json3-dev libcli11-dev
+  # the web console's HTTP(S) listener (server/console)
+  libcpp-httplib-dev
+  # sanitizer and fuzzing stage (scripts/sanitize.sh): clang, libFuzzer,
+  # ASan/UBSan runtimes; openssl makes the test certificates
+  clang libclang-rt-14-dev openssl
   # seed 001: GLPK (LP solver) and GMP (exact vector Laplace noise)
   libglpk-dev libgmp-dev
   # tests, interop clients and plots
   python3 python3-grpcio python3-protobuf python3-numpy python3-matplotlib
   sqlite3 procps
+  # the Python client package (clients/python): offline wheel build, tests,
+  # DataFrames and progress bars
+  python3-build python3-setuptools python3-wheel python3-pytest python3-pandas
+  python3-tqdm
+  # the web console's browser test (tests/e2e/console): headless Chromium
+  # driven over the DevTools protocol
+  chromium python3-websocket
 )
 # Node.js for the Node interop client: Debian's, unless one is installed.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then

@@ -282,10 +282,10 @@ absl::StatusOr<v1::JobEstimate> JobManager::Estimate(
     admit = cap_filter->Admit(own, p.priced.cost_blob);
     if (!admit.ok()) {
       admit = absl::Status(
-          admit.code(), absl::StrCat("over the cap of ", grant->epsilon_cap,
-                                     " epsilon that the curator set for \"",
-                                     principal, "\" on this dataset: ",
-                                     admit.message()));
+          admit.code(),
+          absl::StrCat("over the cap of ", grant->epsilon_cap,
+                       " epsilon that the curator set for \"", principal,
+                       "\" on this dataset: ", admit.message()));
     }
   }
   if (admit.ok()) {
@@ -305,8 +305,9 @@ absl::StatusOr<v1::JobEstimate> JobManager::Estimate(
   return est;
 }
 
-absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec,
-                                           const std::string& principal) {
+absl::StatusOr<v1::Job> JobManager::Submit(
+    const v1::JobSpec& spec, const std::string& principal,
+    const std::function<void(const std::string&)>& on_id) {
   ASSIGN_OR_RETURN(Prepared prepared, Prepare(spec));
   auto p = std::make_shared<Prepared>(std::move(prepared));
   // Reserve a queue slot first: a full queue must never cost budget.
@@ -314,6 +315,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec,
 
   JobRecord record;
   record.id = NewJobId();
+  if (on_id) on_id(record.id);
   record.dataset = p->dataset.name;
   record.principal = principal;
   record.state = JobState::kQueued;
@@ -338,9 +340,9 @@ absl::StatusOr<v1::Job> JobManager::Submit(const v1::JobSpec& spec,
     // passes the dataset with its budget replaced by the cap). Cost blobs do
     // not depend on the epsilon budget, so the same blobs price both.
     auto admit =
-        [&next](const storage::DatasetRecord& record,
-                const std::vector<storage::LedgerEntry>& existing)
-        -> absl::Status {
+        [&next](
+            const storage::DatasetRecord& record,
+            const std::vector<storage::LedgerEntry>& existing) -> absl::Status {
       ASSIGN_OR_RETURN(privacy::BudgetConfig config,
                        DatasetManager::BudgetConfigOf(record));
       ASSIGN_OR_RETURN(std::unique_ptr<privacy::PrivacyFilter> filter,

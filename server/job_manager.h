@@ -7,6 +7,7 @@
 #ifndef DPOPT_SERVER_JOB_MANAGER_H_
 #define DPOPT_SERVER_JOB_MANAGER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -45,9 +46,12 @@ class JobManager {
   absl::StatusOr<v1::JobEstimate> Estimate(const v1::JobSpec& spec,
                                            const std::string& principal = "");
   // Charges and queues a job. RESOURCE_EXHAUSTED if the budget or the queue
-  // cannot take it (then nothing is charged).
-  absl::StatusOr<v1::Job> Submit(const v1::JobSpec& spec,
-                                 const std::string& principal);
+  // cannot take it (then nothing is charged). `on_id` (optional) learns the
+  // new job's id before the admission transaction commits (the RPC's audit
+  // record, written in that transaction, names the job).
+  absl::StatusOr<v1::Job> Submit(
+      const v1::JobSpec& spec, const std::string& principal,
+      const std::function<void(const std::string&)>& on_id = nullptr);
   absl::StatusOr<v1::Job> Get(const std::string& id);
   absl::StatusOr<v1::ListJobsResponse> List(const std::string& dataset);
   // FAILED_PRECONDITION if the job already ended.

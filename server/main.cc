@@ -1,8 +1,11 @@
 // dpopt-server: the curator's long-running gRPC service.
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -29,6 +32,12 @@ ABSL_FLAG(bool, insecure, false,
           "allow listening on a non-loopback address without TLS (only "
           "behind a trusted TLS-terminating proxy; tokens travel in clear)");
 
+ABSL_FLAG(std::string, console_listen, "",
+          "serve the read-only web console on HOST:PORT (e.g. "
+          "127.0.0.1:8080; off when empty, the default). Same tokens and "
+          "roles as the API; HTTPS with the --tls-* files when they are "
+          "given; without TLS only on a loopback address unless --insecure");
+
 namespace {
 volatile std::sig_atomic_t g_signal = 0;
 void OnSignal(int sig) { g_signal = sig; }
@@ -48,8 +57,22 @@ int main(int argc, char** argv) {
       "optimization jobs submitted over gRPC (see `dpopt --help`).\n\n"
       "usage: dpopt-server [--db=PATH] [--listen=HOST:PORT] [--workers=N] "
       "[--queue=N] [--curator-token-file=PATH] [--tls-cert=PEM "
-      "--tls-key=PEM [--tls-client-ca=PEM]] [--insecure]");
-  absl::ParseCommandLine(argc, argv);
+      "--tls-key=PEM [--tls-client-ca=PEM]] [--insecure] "
+      "[--console-listen=HOST:PORT]");
+  // Flags are documented with dashes (--tls-cert); Abseil names them with
+  // underscores. Accept both spellings of every flag name.
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string& a = args[i];
+    if (a == "--") break;
+    if (a.rfind("--", 0) != 0) continue;
+    const size_t end = std::min(a.find('='), a.size());
+    std::replace(a.begin() + 2, a.begin() + end, '-', '_');
+  }
+  std::vector<char*> normalized;
+  for (std::string& a : args) normalized.push_back(a.data());
+  absl::ParseCommandLine(static_cast<int>(normalized.size()),
+                         normalized.data());
 
   dpopt::server::ServerOptions o;
   o.db_path = absl::GetFlag(FLAGS_db);
@@ -61,6 +84,7 @@ int main(int argc, char** argv) {
   o.tls_key = absl::GetFlag(FLAGS_tls_key);
   o.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
   o.insecure = absl::GetFlag(FLAGS_insecure);
+  o.console_listen = absl::GetFlag(FLAGS_console_listen);
   if (o.insecure && o.tls_cert.empty() &&
       !dpopt::server::IsLoopbackAddress(o.listen)) {
     std::cerr << "dpopt-server: WARNING: --insecure: listening on " << o.listen
@@ -74,8 +98,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cerr << "dpopt-server: listening on port " << (*server)->port()
-            << (o.tls_cert.empty() ? " (plaintext)" : " (TLS)")
-            << ", database " << o.db_path << std::endl;
+            << (o.tls_cert.empty() ? " (plaintext)" : " (TLS)") << ", database "
+            << o.db_path << std::endl;
+  if ((*server)->console_port() > 0) {
+    std::cerr << "dpopt-server: web console on "
+              << (o.tls_cert.empty() ? "http" : "https") << "://"
+              << o.console_listen.substr(0, o.console_listen.rfind(':')) << ":"
+              << (*server)->console_port() << "/console/" << std::endl;
+  }
   if ((*server)->bootstrapped()) {
     std::cerr << "dpopt-server: created the curator principal \"curator\"; "
                  "its token is in "

@@ -10,8 +10,9 @@
 #include "core/common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "server/dataset_manager.h"
 #include "server/auth.h"
+#include "server/console/console.h"
+#include "server/dataset_manager.h"
 #include "server/job_manager.h"
 #include "server/services.h"
 #include "server/trace_hub.h"
@@ -57,6 +58,14 @@ absl::Status ServerOptions::Validate() const {
   if (!tls_client_ca.empty() && tls_cert.empty()) {
     return absl::InvalidArgumentError(
         "--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key");
+  }
+  if (!console_listen.empty()) {
+    console::ConsoleOptions co;
+    co.listen = console_listen;
+    co.tls_cert = tls_cert;
+    co.tls_key = tls_key;
+    co.insecure = insecure;
+    RETURN_IF_ERROR(co.Validate());
   }
   if (tls_cert.empty() && !insecure && !IsLoopbackAddress(listen)) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -127,7 +136,30 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
     return absl::UnavailableError(absl::StrCat(
         "cannot listen on ", options.listen, " (address in use or invalid?)"));
   }
+  if (!options.console_listen.empty()) {
+    // The console calls the gRPC services in-process with the browser's
+    // token, so it goes through the same authentication and policy.
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(256 << 20);
+    console::ConsoleOptions co;
+    co.listen = options.console_listen;
+    co.tls_cert = options.tls_cert;
+    co.tls_key = options.tls_key;
+    co.tls_client_ca = options.tls_client_ca;
+    co.insecure = options.insecure;
+    auto c =
+        console::Console::Start(co, s->grpc_server_->InProcessChannel(args));
+    if (!c.ok()) {
+      s->Shutdown();
+      return c.status();
+    }
+    s->console_ = *std::move(c);
+  }
   return s;
+}
+
+int DpoptServer::console_port() const {
+  return console_ ? console_->port() : 0;
 }
 
 DpoptServer::~DpoptServer() { Shutdown(); }
@@ -139,6 +171,7 @@ void DpoptServer::Wait() {
 void DpoptServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  if (console_) console_->Stop();
   if (hub_) hub_->Shutdown();
   if (grpc_server_) {
     grpc_server_->Shutdown(std::chrono::system_clock::now() +

@@ -24,6 +24,9 @@ class BudgetServiceImpl;
 class JobServiceImpl;
 class AdminServiceImpl;
 class Authenticator;
+namespace console {
+class Console;
+}
 
 struct ServerOptions {
   // SQLite database file; created and migrated on first start.
@@ -45,6 +48,10 @@ struct ServerOptions {
   std::string tls_key;
   std::string tls_client_ca;
   bool insecure = false;
+  // Web console (issue 16): HOST:PORT of its HTTP listener; empty = off
+  // (the default). Uses the TLS files above when they are set, and the same
+  // loopback-only rule without TLS. Port 0 picks a free port.
+  std::string console_listen;
   absl::Status Validate() const;
   std::string TokenFile() const {
     return curator_token_file.empty() ? db_path + ".curator-token"
@@ -64,6 +71,8 @@ class DpoptServer {
   ~DpoptServer();
 
   int port() const { return port_; }
+  // The console's port (0 when the console is off).
+  int console_port() const;
   // Whether this start created the bootstrap curator and wrote its token.
   bool bootstrapped() const { return bootstrapped_; }
   // Blocks until Shutdown() is called from another thread.
@@ -88,6 +97,7 @@ class DpoptServer {
   std::unique_ptr<Authenticator> auth_;
   bool bootstrapped_ = false;
   std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<console::Console> console_;
   bool shut_down_ = false;
 };
 

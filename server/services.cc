@@ -28,12 +28,27 @@ bool Terminal(v1::JobState s) {
 }
 
 // One RPC: authenticates the caller from its metadata on construction and
-// appends the audit record (who, what, which dataset/job/target, outcome)
-// when the handler finishes through Done(). Tokens never reach the log.
+// audits it: who, what, which dataset/job/target, outcome. Tokens never
+// reach the log.
+//  * A change: while the Call lives, a ScopedCommitHook writes the audit
+//    record (code OK) inside the first write transaction this RPC commits,
+//    so the change and its audit record commit together or not at all
+//    (issue 14). Handlers set dataset/job/target before the change (Submit
+//    reports the new job id before its admission transaction commits).
+//  * No change (reads, refusals, errors before any write): Done() appends
+//    the record with the outcome code in its own transaction.
+//  * An RPC that changed something and then failed gets both records: OK
+//    for the committed change, then the error.
 class Call {
  public:
   Call(const CallEnv& env, const grpc::ServerContext* ctx, const char* method)
-      : env_(env), method_(method) {
+      : env_(env),
+        method_(method),
+        hook_([this](storage::Connection& conn) -> absl::Status {
+          if (hook_.commits() > 0) return absl::OkStatus();  // once per RPC
+          return storage::AccessStore::AppendAuditLocked(
+              conn, Record(absl::OkStatus()));
+        }) {
     const auto& md = ctx->client_metadata();
     const auto it = md.find("authorization");
     const std::string value =
@@ -60,6 +75,16 @@ class Call {
     return *this;
   }
   grpc::Status Done(const absl::Status& s) {
+    if (hook_.commits() == 0 || !s.ok()) {
+      // Best effort: nothing was changed by this RPC (or the change is
+      // already audited and this records the later failure).
+      (void)env_.access->AppendAudit(Record(s));
+    }
+    return ToGrpcStatus(s);
+  }
+
+ private:
+  storage::AuditRecord Record(const absl::Status& s) const {
     storage::AuditRecord r;
     r.principal = caller_.name;
     r.method = method_;
@@ -67,18 +92,15 @@ class Call {
     r.job_id = job_;
     r.target = target_;
     r.code = static_cast<int>(s.code());
-    // Best effort: a failing audit append does not change the reply (the
-    // change it records has been committed already).
-    (void)env_.access->AppendAudit(r);
-    return ToGrpcStatus(s);
+    return r;
   }
 
- private:
   const CallEnv& env_;
   const char* method_;
   absl::Status auth_;
   Caller caller_;
   std::string dataset_, job_, target_;
+  storage::ScopedCommitHook hook_;
 };
 
 v1::Role ToProtoRole(storage::Role r) {
@@ -165,8 +187,8 @@ grpc::Status DatasetServiceImpl::ImportDataset(
     return call.Done(
         absl::CancelledError("import cancelled; nothing imported"));
   }
-  return call.Done(Assign(
-      datasets_->Import(header, bytes, call.caller().name), response));
+  return call.Done(
+      Assign(datasets_->Import(header, bytes, call.caller().name), response));
 }
 
 grpc::Status DatasetServiceImpl::ListDatasets(
@@ -249,10 +271,10 @@ grpc::Status BudgetServiceImpl::ListLedger(grpc::ServerContext* ctx,
       env_.auth->CheckDatasetVisible(call.caller(), request->dataset());
   if (s.ok()) {
     // Analysts see only their own charges.
-    s = Assign(datasets_->Ledger(request->dataset(), call.caller().curator()
-                                                         ? ""
-                                                         : call.caller().name),
-               response);
+    s = Assign(
+        datasets_->Ledger(request->dataset(),
+                          call.caller().curator() ? "" : call.caller().name),
+        response);
   }
   return call.Done(s);
 }
@@ -276,7 +298,8 @@ grpc::Status JobServiceImpl::EstimateJob(grpc::ServerContext* ctx,
   call.dataset(request->spec().dataset());
   if (!call.auth().ok()) return call.Done(call.auth());
   absl::Status s = CheckSpecVisible(*env_.auth, call.caller(), request->spec());
-  if (s.ok()) s = Assign(jobs_->Estimate(request->spec(), call.caller().name), response);
+  if (s.ok())
+    s = Assign(jobs_->Estimate(request->spec(), call.caller().name), response);
   return call.Done(s);
 }
 
@@ -288,9 +311,11 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* ctx,
   if (!call.auth().ok()) return call.Done(call.auth());
   absl::Status s = CheckSpecVisible(*env_.auth, call.caller(), request->spec());
   if (s.ok()) {
-    s = Assign(jobs_->Submit(request->spec(), call.caller().name), response);
+    s = Assign(jobs_->Submit(request->spec(), call.caller().name,
+                             [&call](const std::string& id) { call.job(id); }),
+               response);
   }
-  if (s.ok()) call.job(response->id());
+  if (!s.ok()) call.job("");  // the id was never created
   return call.Done(s);
 }
 
@@ -445,8 +470,8 @@ grpc::Status AdminServiceImpl::ListPrincipals(
   if (!call.auth().ok()) return call.Done(call.auth());
   return call.Done(Assign(
       [&]() -> absl::StatusOr<v1::ListPrincipalsResponse> {
-        RETURN_IF_ERROR(Authenticator::RequireCurator(call.caller(),
-                                                      "listing principals"));
+        RETURN_IF_ERROR(
+            Authenticator::RequireCurator(call.caller(), "listing principals"));
         ASSIGN_OR_RETURN(auto all, env_.access->ListPrincipals());
         v1::ListPrincipalsResponse out;
         for (const auto& p : all) *out.add_principals() = ToProto(p);
@@ -487,9 +512,9 @@ grpc::Status AdminServiceImpl::CreateToken(grpc::ServerContext* ctx,
             Authenticator::RequireCurator(call.caller(), "creating tokens"));
         ASSIGN_OR_RETURN(storage::PrincipalRecord p,
                          env_.access->GetPrincipal(req->principal()));
-        ASSIGN_OR_RETURN(IssuedToken t, env_.auth->Issue(p.name,
-                                                         req->ttl_seconds(),
-                                                         req->label()));
+        ASSIGN_OR_RETURN(
+            IssuedToken t,
+            env_.auth->Issue(p.name, req->ttl_seconds(), req->label()));
         v1::CreatedToken out;
         *out.mutable_principal() = ToProto(p);
         *out.mutable_info() = ToProto(t.record);

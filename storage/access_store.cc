@@ -39,8 +39,8 @@ PrincipalRecord ReadPrincipal(Statement& st, int first = 0) {
 
 absl::StatusOr<PrincipalRecord> GetPrincipalLocked(Connection& conn,
                                                    absl::string_view name) {
-  ASSIGN_OR_RETURN(Statement st, conn.Prepare(absl::StrCat(
-                                     kSelectPrincipal, "WHERE name = ?")));
+  ASSIGN_OR_RETURN(Statement st, conn.Prepare(absl::StrCat(kSelectPrincipal,
+                                                           "WHERE name = ?")));
   RETURN_IF_ERROR(st.BindText(1, name));
   ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) {
@@ -131,37 +131,36 @@ absl::StatusOr<std::vector<PrincipalRecord>> AccessStore::ListPrincipals() {
 
 absl::StatusOr<PrincipalRecord> AccessStore::GetPrincipal(
     absl::string_view name) {
-  return db_.WithConnection([&](Connection& conn) {
-    return GetPrincipalLocked(conn, name);
-  });
+  return db_.WithConnection(
+      [&](Connection& conn) { return GetPrincipalLocked(conn, name); });
 }
 
 absl::StatusOr<PrincipalRecord> AccessStore::RevokePrincipal(
     absl::string_view name) {
-  return db_.WithConnection(
-      [&](Connection& conn) -> absl::StatusOr<PrincipalRecord> {
-        Transaction txn(conn);
-        RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
-        ASSIGN_OR_RETURN(PrincipalRecord p, GetPrincipalLocked(conn, name));
-        const int64_t now = internal::NowMicros();
-        if (p.revoked_at_micros == 0) {
-          ASSIGN_OR_RETURN(
-              Statement st,
-              conn.Prepare("UPDATE principals SET revoked_at = ? WHERE id = ?"));
-          RETURN_IF_ERROR(st.BindInt64(1, now));
-          RETURN_IF_ERROR(st.BindInt64(2, p.id));
-          RETURN_IF_ERROR(st.Run());
-          p.revoked_at_micros = now;
-        }
-        ASSIGN_OR_RETURN(Statement tok,
-                         conn.Prepare("UPDATE tokens SET revoked_at = ? WHERE "
-                                      "principal_id = ? AND revoked_at = 0"));
-        RETURN_IF_ERROR(tok.BindInt64(1, now));
-        RETURN_IF_ERROR(tok.BindInt64(2, p.id));
-        RETURN_IF_ERROR(tok.Run());
-        RETURN_IF_ERROR(txn.Commit());
-        return p;
-      });
+  return db_.WithConnection([&](Connection& conn)
+                                -> absl::StatusOr<PrincipalRecord> {
+    Transaction txn(conn);
+    RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
+    ASSIGN_OR_RETURN(PrincipalRecord p, GetPrincipalLocked(conn, name));
+    const int64_t now = internal::NowMicros();
+    if (p.revoked_at_micros == 0) {
+      ASSIGN_OR_RETURN(
+          Statement st,
+          conn.Prepare("UPDATE principals SET revoked_at = ? WHERE id = ?"));
+      RETURN_IF_ERROR(st.BindInt64(1, now));
+      RETURN_IF_ERROR(st.BindInt64(2, p.id));
+      RETURN_IF_ERROR(st.Run());
+      p.revoked_at_micros = now;
+    }
+    ASSIGN_OR_RETURN(Statement tok,
+                     conn.Prepare("UPDATE tokens SET revoked_at = ? WHERE "
+                                  "principal_id = ? AND revoked_at = 0"));
+    RETURN_IF_ERROR(tok.BindInt64(1, now));
+    RETURN_IF_ERROR(tok.BindInt64(2, p.id));
+    RETURN_IF_ERROR(tok.Run());
+    RETURN_IF_ERROR(txn.Commit());
+    return p;
+  });
 }
 
 absl::StatusOr<int64_t> AccessStore::CountPrincipals() {
@@ -251,11 +250,10 @@ absl::StatusOr<std::vector<TokenRecord>> AccessStore::ListTokens(
     absl::string_view principal) {
   return db_.WithConnection(
       [&](Connection& conn) -> absl::StatusOr<std::vector<TokenRecord>> {
-        ASSIGN_OR_RETURN(
-            Statement st,
-            conn.Prepare(absl::StrCat(kSelectToken,
-                                      "WHERE ?1 = '' OR p.name = ?1 "
-                                      "ORDER BY t.created_at")));
+        ASSIGN_OR_RETURN(Statement st, conn.Prepare(absl::StrCat(
+                                           kSelectToken,
+                                           "WHERE ?1 = '' OR p.name = ?1 "
+                                           "ORDER BY t.created_at")));
         RETURN_IF_ERROR(st.BindText(1, principal));
         std::vector<TokenRecord> out;
         for (;;) {
@@ -317,9 +315,8 @@ absl::Status AccessStore::RevokeGrant(absl::string_view principal,
     RETURN_IF_ERROR(st.BindInt64(2, d.id));
     RETURN_IF_ERROR(st.Run());
     if (conn.Changes() == 0) {
-      return absl::NotFoundError(absl::StrCat("\"", principal,
-                                              "\" has no grant on \"",
-                                              dataset, "\""));
+      return absl::NotFoundError(absl::StrCat(
+          "\"", principal, "\" has no grant on \"", dataset, "\""));
     }
     return txn.Commit();
   });
@@ -329,12 +326,11 @@ absl::StatusOr<std::vector<GrantRecord>> AccessStore::ListGrants(
     absl::string_view principal, absl::string_view dataset) {
   return db_.WithConnection(
       [&](Connection& conn) -> absl::StatusOr<std::vector<GrantRecord>> {
-        ASSIGN_OR_RETURN(
-            Statement st,
-            conn.Prepare(absl::StrCat(kSelectGrant,
-                                      "WHERE (?1 = '' OR p.name = ?1) AND "
-                                      "(?2 = '' OR d.name = ?2) "
-                                      "ORDER BY p.name, d.name")));
+        ASSIGN_OR_RETURN(Statement st, conn.Prepare(absl::StrCat(
+                                           kSelectGrant,
+                                           "WHERE (?1 = '' OR p.name = ?1) AND "
+                                           "(?2 = '' OR d.name = ?2) "
+                                           "ORDER BY p.name, d.name")));
         RETURN_IF_ERROR(st.BindText(1, principal));
         RETURN_IF_ERROR(st.BindText(2, dataset));
         std::vector<GrantRecord> out;
@@ -357,8 +353,8 @@ absl::StatusOr<std::optional<GrantRecord>> AccessStore::FindGrant(
 absl::StatusOr<std::optional<GrantRecord>> AccessStore::FindGrantLocked(
     Connection& conn, absl::string_view principal, int64_t dataset_id) {
   ASSIGN_OR_RETURN(Statement st,
-                   conn.Prepare(absl::StrCat(
-                       kSelectGrant, "WHERE p.name = ? AND d.id = ?")));
+                   conn.Prepare(absl::StrCat(kSelectGrant,
+                                             "WHERE p.name = ? AND d.id = ?")));
   RETURN_IF_ERROR(st.BindText(1, principal));
   RETURN_IF_ERROR(st.BindInt64(2, dataset_id));
   ASSIGN_OR_RETURN(bool row, st.Step());
@@ -366,23 +362,27 @@ absl::StatusOr<std::optional<GrantRecord>> AccessStore::FindGrantLocked(
   return ReadGrant(st);
 }
 
+absl::Status AccessStore::AppendAuditLocked(Connection& conn,
+                                            const AuditRecord& r) {
+  ASSIGN_OR_RETURN(
+      Statement st,
+      conn.Prepare("INSERT INTO audit(at, principal, method, dataset, "
+                   "job_id, target, code, detail) VALUES(?, ?, ?, ?, ?, ?, "
+                   "?, ?)"));
+  RETURN_IF_ERROR(st.BindInt64(1, internal::NowMicros()));
+  RETURN_IF_ERROR(st.BindText(2, r.principal));
+  RETURN_IF_ERROR(st.BindText(3, r.method));
+  RETURN_IF_ERROR(st.BindText(4, r.dataset));
+  RETURN_IF_ERROR(st.BindText(5, r.job_id));
+  RETURN_IF_ERROR(st.BindText(6, r.target));
+  RETURN_IF_ERROR(st.BindInt64(7, r.code));
+  RETURN_IF_ERROR(st.BindText(8, r.detail));
+  return st.Run();
+}
+
 absl::Status AccessStore::AppendAudit(const AuditRecord& r) {
-  return db_.WithConnection([&](Connection& conn) -> absl::Status {
-    ASSIGN_OR_RETURN(
-        Statement st,
-        conn.Prepare("INSERT INTO audit(at, principal, method, dataset, "
-                     "job_id, target, code, detail) VALUES(?, ?, ?, ?, ?, ?, "
-                     "?, ?)"));
-    RETURN_IF_ERROR(st.BindInt64(1, internal::NowMicros()));
-    RETURN_IF_ERROR(st.BindText(2, r.principal));
-    RETURN_IF_ERROR(st.BindText(3, r.method));
-    RETURN_IF_ERROR(st.BindText(4, r.dataset));
-    RETURN_IF_ERROR(st.BindText(5, r.job_id));
-    RETURN_IF_ERROR(st.BindText(6, r.target));
-    RETURN_IF_ERROR(st.BindInt64(7, r.code));
-    RETURN_IF_ERROR(st.BindText(8, r.detail));
-    return st.Run();
-  });
+  return db_.WithConnection(
+      [&](Connection& conn) { return AppendAuditLocked(conn, r); });
 }
 
 absl::StatusOr<std::vector<AuditRecord>> AccessStore::ListAudit(

@@ -113,7 +113,12 @@ class AccessStore {
   absl::StatusOr<std::optional<GrantRecord>> FindGrant(
       absl::string_view principal, absl::string_view dataset);
 
+  // Appends in its own transaction.
   absl::Status AppendAudit(const AuditRecord& record);
+  // Appends on the caller's connection, inside the caller's transaction
+  // (for a ScopedCommitHook: the record commits with the change).
+  static absl::Status AppendAuditLocked(Connection& conn,
+                                        const AuditRecord& record);
   absl::StatusOr<std::vector<AuditRecord>> ListAudit(const AuditFilter& filter);
 
   // For the ledger's admission transaction: the grant of `principal` on

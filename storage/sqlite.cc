@@ -276,6 +276,17 @@ absl::string_view Statement::ColumnBlobView(int col) const {
 // ---------------------------------------------------------------------------
 // Transaction
 
+namespace {
+thread_local ScopedCommitHook* current_commit_hook = nullptr;
+}  // namespace
+
+ScopedCommitHook::ScopedCommitHook(Hook hook)
+    : hook_(std::move(hook)), previous_(current_commit_hook) {
+  current_commit_hook = this;
+}
+
+ScopedCommitHook::~ScopedCommitHook() { current_commit_hook = previous_; }
+
 Transaction::~Transaction() {
   if (active_) (void)Rollback();
 }
@@ -301,6 +312,7 @@ absl::Status Transaction::Begin(Mode mode, Durability durability) {
     return s;
   }
   active_ = true;
+  immediate_ = mode == Mode::kImmediate;
   return absl::OkStatus();
 }
 
@@ -315,7 +327,19 @@ absl::Status Transaction::Commit() {
   if (!active_) {
     return absl::FailedPreconditionError("transaction is not active");
   }
+  ScopedCommitHook* hook = immediate_ ? current_commit_hook : nullptr;
+  if (hook != nullptr && hook->running_) hook = nullptr;  // no re-entry
+  if (hook != nullptr) {
+    hook->running_ = true;
+    absl::Status h = hook->hook_(conn_);
+    hook->running_ = false;
+    if (!h.ok()) {
+      (void)Rollback();
+      return h;
+    }
+  }
   absl::Status s = conn_.Execute("COMMIT");
+  if (s.ok() && hook != nullptr) ++hook->commits_;
   if (!s.ok()) {
     // COMMIT can fail with BUSY and leave the transaction open; roll back so
     // the connection is usable and nothing is half-applied.

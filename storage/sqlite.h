@@ -27,6 +27,7 @@
 #define DPOPT_STORAGE_SQLITE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -191,6 +192,36 @@ class Transaction {
   bool active_ = false;
   bool finished_ = false;
   bool relaxed_ = false;
+  bool immediate_ = false;
+};
+
+// A per-thread commit hook. While a ScopedCommitHook lives on a thread,
+// every kImmediate (write) transaction committed on that thread runs the
+// hook inside the transaction, just before COMMIT, on the transaction's
+// connection; if the hook fails, the transaction is rolled back and Commit()
+// returns the hook's error, so the change and whatever the hook writes
+// commit together or not at all. kDeferred (read) transactions never run
+// it. The server uses it to write an RPC's audit record in the same
+// transaction as the change it records (issue 14). Hooks do not nest: a
+// second ScopedCommitHook on the same thread replaces the first until it
+// is destroyed.
+class ScopedCommitHook {
+ public:
+  using Hook = std::function<absl::Status(Connection&)>;
+  explicit ScopedCommitHook(Hook hook);
+  ~ScopedCommitHook();
+  ScopedCommitHook(const ScopedCommitHook&) = delete;
+  ScopedCommitHook& operator=(const ScopedCommitHook&) = delete;
+
+  // Write transactions committed (with the hook run) since construction.
+  int64_t commits() const { return commits_; }
+
+ private:
+  friend class Transaction;
+  Hook hook_;
+  ScopedCommitHook* previous_;
+  int64_t commits_ = 0;
+  bool running_ = false;
 };
 
 }  // namespace dpopt::storage

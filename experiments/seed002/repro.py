@@ -2,9 +2,9 @@
 """Seed-002 reproduction client (Kuru et al. 2022, §5) for dpopt.v1.
 
 Generates the synthetic data of spec §5.1 with a fixed seed, imports it
-through DatasetService.ImportDataset, runs the §5 grid as jobs through
-JobService (six algorithms x m x T x c x runs), reads the privatized
-iterate traces back (GetJobResult with trace_iterates), evaluates
+through the dpopt Python client (clients/python), runs the §5 grid as jobs
+(six algorithms x m x T x c x runs), reads the privatized iterate traces
+back (job results with trace_iterates), evaluates
 F(x_t) - F* on its own copy of the data, and writes results.md and the
 figures laid out like the paper's Figs. 3 and 4.
 
@@ -13,9 +13,7 @@ L are computed here, by the experimenter who generated the data.
 """
 
 import argparse
-import io
 import os
-import sys
 import time
 
 import numpy as np
@@ -69,19 +67,14 @@ def solve_optimum(u, z, L, mu):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--stubs", required=True)
     ap.add_argument("--server", required=True)
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
-    sys.path.insert(0, args.stubs)
-    import grpc
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from bearer import authorized_channel  # noqa: E402
-    from google.protobuf import json_format
-    from dpopt.v1 import dpopt_pb2, dpopt_pb2_grpc, job_spec_pb2
+    # The dpopt Python client (clients/python; run.sh builds the wheel and
+    # puts it on PYTHONPATH). The token comes from $DPOPT_TOKEN.
+    import dpopt
 
     t_start = time.monotonic()
     u, z = make_data()
@@ -97,11 +90,7 @@ from bearer import authorized_channel  # noqa: E402
           f"L={L:.6g} kappa={L / mu:.6g} F(x0)-F*={f0 - f_star:.6g} "
           f"|grad F(x*)|={gnorm:.2e}", flush=True)
 
-    grpc.channel_ready_future(grpc.insecure_channel(args.server)).result(timeout=60)
-    channel = authorized_channel(args.server)
-    datasets = dpopt_pb2_grpc.DatasetServiceStub(channel)
-    budget = dpopt_pb2_grpc.BudgetServiceStub(channel)
-    jobs = dpopt_pb2_grpc.JobServiceStub(channel)
+    client = dpopt.Client(args.server, timeout=900).wait_ready(60)
 
     t_grid = [100, 200] if args.quick else [100, 200, 500, 1000]
     m_grid = [100_000, 1000]
@@ -109,38 +98,27 @@ from bearer import authorized_channel  # noqa: E402
     cells = [(a, m, c, T) for a, _ in ALGOS for m in m_grid for c in c_grid for T in t_grid]
     n_jobs = len(cells) * args.runs
 
-    # Import: CSV with the label last, exact decimal round trip of doubles.
-    buf = io.StringIO()
-    np.savetxt(buf, np.column_stack([u, z]), fmt="%.17g", delimiter=",")
-    payload = buf.getvalue().encode()
-    header = dpopt_pb2.ImportHeader(
-        name="seed002-synthetic", format=dpopt_pb2.DATASET_FORMAT_CSV,
-        dimension=D, public=False, epsilon_budget=float(n_jobs) * EPS + 1,
-        delta_budget=0.0, budget_filter=dpopt_pb2.BUDGET_FILTER_BASIC,
-        relation=dpopt_pb2.ADD_REMOVE, label_type=dpopt_pb2.LABEL_TYPE_BINARY,
-        label_last=True,
-        bounds=dpopt_pb2.FeatureBounds(lower=[0.0] * D, upper=[1.0] * D),
+    # Import: CSV with the label last, exact decimal round trip of doubles
+    # (import_arrays writes every value with %.17g).
+    epsilon_budget = float(n_jobs) * EPS + 1
+    info = client.import_arrays(
+        "seed002-synthetic", u, z, epsilon_budget=epsilon_budget, delta_budget=0.0,
+        budget_filter="basic", relation="add_remove", label_type="binary",
+        bounds={"lower": [0.0] * D, "upper": [1.0] * D},
         description="seed 002 synthetic data (spec §5.1), reproduction setting")
-
-    def chunks():
-        yield dpopt_pb2.ImportDatasetRequest(header=header)
-        for i in range(0, len(payload), 1 << 20):
-            yield dpopt_pb2.ImportDatasetRequest(chunk=payload[i:i + (1 << 20)])
-    info = datasets.ImportDataset(chunks(), timeout=600)
-    print(f"imported {info.name}: rows={info.rows} budget eps={header.epsilon_budget:g} "
+    print(f"imported {info.name}: rows={info.rows} budget eps={epsilon_budget:g} "
           f"(basic composition, add/remove)", flush=True)
 
     def spec(algo, m, c, T, run):
         common = {"steps": T, "batch_size": 0 if m == N else m, "clip_norm": 2 * C_L1,
                   "smoothness": L, "strong_convexity": mu, "step_scale": c,
                   "initial_point": [10.0] * D}
-        return json_format.ParseDict({
+        return {
             "dataset": info.name, "label": f"{algo} m={m} c={c} T={T} run={run}",
             "model": {"logistic_regression": {"l2": 2 * LAM}},
             "privacy": {"epsilon": EPS},
             "algorithm": {algo: {"common": common}},
-            "trace_every": max(1, T // 100), "trace_iterates": True},
-            job_spec_pb2.JobSpec())
+            "trace_every": max(1, T // 100), "trace_iterates": True}
 
     # Submit with at most `window` jobs outstanding; evaluate as they finish.
     todo = [(cell, r) for r in range(args.runs) for cell in cells]
@@ -152,18 +130,16 @@ from bearer import authorized_channel  # noqa: E402
     while todo or pending:
         while todo and len(pending) < window:
             cell, r = todo.pop(0)
-            job = jobs.SubmitJob(dpopt_pb2.SubmitJobRequest(spec=spec(*cell, r)), timeout=900)
+            job = client.submit(spec(*cell, r), wait=False)
             pending[job.id] = cell
-        listing = jobs.ListJobs(dpopt_pb2.ListJobsRequest(dataset=info.name), timeout=120)
-        finished = [j for j in listing.jobs if j.id in pending and j.state in (
-            dpopt_pb2.JOB_STATE_SUCCEEDED, dpopt_pb2.JOB_STATE_FAILED, dpopt_pb2.JOB_STATE_CANCELLED)]
+        finished = [j for j in client.jobs(dataset=info.name) if j.id in pending and j.done]
         for j in finished:
             cell = pending.pop(j.id)
-            if j.state != dpopt_pb2.JOB_STATE_SUCCEEDED:
-                raise SystemExit(f"job {j.id} {cell} ended {dpopt_pb2.JobState.Name(j.state)}: {j.message}")
-            res = jobs.GetJobResult(dpopt_pb2.GetJobResultRequest(id=j.id), timeout=120)
-            steps = np.array([p.step for p in res.trace])
-            xs = np.array([list(p.iterate) for p in res.trace])
+            if j.state != dpopt.JobState.SUCCEEDED:
+                raise SystemExit(f"job {j.id} {cell} ended JOB_STATE_{j.state.value}: {j.message}")
+            res = j.result()
+            steps = np.asarray(res.trace["step"])
+            xs = res.iterates
             errors.setdefault(cell, []).append((steps, objective(u, z, xs) - f_star))
             t_final[cell] = res.calibration.steps
             done += 1
@@ -172,7 +148,7 @@ from bearer import authorized_channel  # noqa: E402
         elif done % 100 < len(finished):
             print(f"{done}/{n_jobs} jobs done ({time.monotonic() - t_start:.0f} s)", flush=True)
 
-    b = budget.GetBudget(dpopt_pb2.GetBudgetRequest(dataset=info.name), timeout=60)
+    b = client.budget(info.name)
     elapsed = time.monotonic() - t_start
     print(f"all {n_jobs} jobs done in {elapsed:.0f} s; ledger: {b.charges} charges, "
           f"epsilon spent {b.epsilon_spent:.6f}", flush=True)

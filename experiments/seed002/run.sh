@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reproduces the experiment of seed 002 (Kuru et al. 2022, §5, Figs. 3-4)
-# through dpopt's gRPC API with a Python client generated from proto/.
+# through dpopt's gRPC API with the dpopt Python client (clients/python).
 #
 # Usage: experiments/seed002/run.sh [--build-dir DIR] [--runs N] [--quick]
 #   --build-dir DIR  CMake build dir (default: build-seed002 of the repo;
@@ -55,17 +55,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mkdir -p "$tmp/stubs"
-protoc -I "$repo/proto" --plugin=protoc-gen-grpc_python="$plugin" \
-  --python_out="$tmp/stubs" --grpc_python_out="$tmp/stubs" \
-  "$repo"/proto/dpopt/v1/*.proto
+# The dpopt Python client, built offline from clients/python (its wheel
+# generates the stubs from proto/), used in place from $tmp/py/site.
+"$repo/clients/python/build_wheel.sh" "$tmp/py" >/dev/null
+export PYTHONPATH="$tmp/py/site${PYTHONPATH:+:$PYTHONPATH}"
 
 port="$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 "$server_bin" --db="$tmp/dpopt.db" --listen="127.0.0.1:$port" --workers=2 \
   --queue=256 >"$tmp/server.log" 2>&1 &
 server_pid=$!
 # The first start writes the curator's bearer token beside the database
-# (mode 0600); the driver sends it (experiments/common/bearer.py).
+# (mode 0600); the client reads it from $DPOPT_TOKEN.
 for _ in $(seq 1 200); do [[ -s "$tmp/dpopt.db.curator-token" ]] && break; sleep 0.1; done
 export DPOPT_TOKEN="$(cat "$tmp/dpopt.db.curator-token")"
 
@@ -74,7 +74,7 @@ extra=()
 if [[ $quick -eq 1 ]]; then
   out="$tmp/out"; mkdir -p "$out"; extra=(--quick); runs=2
 fi
-"$py" "$here/repro.py" --stubs "$tmp/stubs" --server "127.0.0.1:$port" \
+"$py" "$here/repro.py" --server "127.0.0.1:$port" \
   --runs "$runs" --out "$out" "${extra[@]}" || {
     echo "---- server log (last 30 lines) ----" >&2; tail -n 30 "$tmp/server.log" >&2; exit 1; }
 if [[ $quick -eq 1 ]]; then cat "$out/results.md"; fi

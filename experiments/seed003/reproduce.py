@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Seed 003 convex experiments (Chen & Lee, Figs. 3 and 4) through dpopt's gRPC API.
+"""Seed 003 convex experiments (Chen & Lee, Figs. 3 and 4) through dpopt's gRPC API,
+with the dpopt Python client (clients/python; run.sh builds it).
 
 Curator side (this script, before import): Adult = a9a + a9a.t, Bank, IPUMS-BR;
 every feature min-max scaled to [0, 1] with bounds taken from the full public
@@ -18,13 +19,9 @@ import argparse
 import json
 import math
 import os
-import sys
 import time
 
-import grpc
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from bearer import authorized_channel  # noqa: E402
+import dpopt
 import numpy as np
 
 # Vendored copies of the shared datasets (data/README.md); DPOPT_DATA overrides.
@@ -111,7 +108,6 @@ def non_private(kind, x, y, iters=3000):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--stubs", required=True)
     ap.add_argument("--server", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--reps", type=int, default=5)
@@ -119,36 +115,20 @@ def main():
     ap.add_argument("--epsilons", default=",".join(map(str, EPSILONS)))
     ap.add_argument("--algos", default=",".join(ALGOS))
     args = ap.parse_args()
-    sys.path.insert(0, args.stubs)
-    from dpopt.v1 import dpopt_pb2, dpopt_pb2_grpc, job_spec_pb2
-    from google.protobuf import json_format
-
-    ch = authorized_channel(args.server)
-    ds_stub = dpopt_pb2_grpc.DatasetServiceStub(ch)
-    jobs = dpopt_pb2_grpc.JobServiceStub(ch)
+    # The token comes from $DPOPT_TOKEN (run.sh exports the curator's).
+    client = dpopt.Client(args.server, timeout=120)
 
     def import_csv(name, x, y, public):
         text = "\n".join(" ".join(repr(float(v)) for v in row) + " " +
                          ("1" if lab > 0 else "0") for row, lab in zip(x, y))
-        header = dpopt_pb2.ImportHeader(
-            name=name, format=dpopt_pb2.DATASET_FORMAT_CSV, dimension=x.shape[1],
-            public=public, delimiter="whitespace", label_last=True,
-            label_type=dpopt_pb2.LABEL_TYPE_BINARY,
-            description="seed-003 reproduction (curator-scaled to [0,1] + bias)")
-        header.bounds.lower.extend([0.0] * x.shape[1])
-        header.bounds.upper.extend([1.0] * x.shape[1])
-        if not public:
-            # Reproduction setting: a budget large enough for the whole grid.
-            header.epsilon_budget = 1e5
-            header.delta_budget = 1e-3
-            header.relation = dpopt_pb2.ADD_REMOVE
-        data = text.encode()
-
-        def reqs():
-            yield dpopt_pb2.ImportDatasetRequest(header=header)
-            for i in range(0, len(data), 1 << 20):
-                yield dpopt_pb2.ImportDatasetRequest(chunk=data[i:i + (1 << 20)])
-        return ds_stub.ImportDataset(reqs(), timeout=600)
+        # Reproduction setting: a budget large enough for the whole grid.
+        budget = {} if public else {"epsilon_budget": 1e5, "delta_budget": 1e-3,
+                                    "relation": "add_remove"}
+        return client.import_dataset(
+            name, text.encode(), format="csv", dimension=x.shape[1], public=public,
+            delimiter="whitespace", label_last=True, label_type="binary",
+            bounds={"lower": [0.0] * x.shape[1], "upper": [1.0] * x.shape[1]},
+            description="seed-003 reproduction (curator-scaled to [0,1] + bias)", **budget)
 
     def algo_spec(algo, n_train):
         if algo in ("dp_blsgd", "dp_blsgd_ac"):
@@ -205,8 +185,7 @@ def main():
                             "evaluate_on": dname + "-test",
                             "label": f"seed003 {dname} {kind} {algo} eps={eps} rep={rep}",
                         }
-                        pb = json_format.ParseDict(spec, job_spec_pb2.JobSpec())
-                        pending.append((dname, kind, algo, eps, rep, pb))
+                        pending.append((dname, kind, algo, eps, rep, spec))
             # Keep the server queue (capacity 64) fed, 2 workers.
             inflight = []
             t1 = time.time()
@@ -214,20 +193,19 @@ def main():
                 while pending and len(inflight) < 48:
                     item = pending.pop(0)
                     try:
-                        job = jobs.SubmitJob(
-                            dpopt_pb2.SubmitJobRequest(spec=item[5]), timeout=120)
-                    except grpc.RpcError as e:
+                        job = client.submit(item[5], wait=False)
+                    except dpopt.DpoptError as e:
                         dn, kd, algo, eps, rep, _ = item
                         results.append({"dataset": dn, "model": kd, "algo": algo,
                                         "epsilon": eps, "rep": rep,
-                                        "state": "REFUSED:" + e.code().name,
-                                        "message": e.details(), "steps_done": 0})
+                                        "state": "REFUSED:" + e.code_name,
+                                        "message": e.message, "steps_done": 0})
                         continue
                     inflight.append((item, job.id))
                 still = []
                 for item, jid in inflight:
-                    j = jobs.GetJob(dpopt_pb2.GetJobRequest(id=jid), timeout=60)
-                    state = dpopt_pb2.JobState.Name(j.state)
+                    j = client.job(jid)
+                    state = "JOB_STATE_" + j.state.value  # results.json keeps the proto names
                     if state in ("JOB_STATE_QUEUED", "JOB_STATE_RUNNING"):
                         still.append((item, jid))
                         continue
@@ -236,9 +214,8 @@ def main():
                            "rep": rep, "state": state, "message": j.message,
                            "steps_done": j.steps_done}
                     if state == "JOB_STATE_SUCCEEDED":
-                        r = jobs.GetJobResult(dpopt_pb2.GetJobResultRequest(id=jid),
-                                              timeout=60)
-                        w = np.array(r.model.weights)
+                        r = j.result()
+                        w = r.weights
                         rec["accuracy"] = r.evaluation.accuracy
                         rec["accuracy_check"] = accuracy(xte, yte, w)
                         rec["objective"] = loss(kd, xtr, ytr, w)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Seed 003 reproduction: one command. Builds dpopt-server if needed, starts it
 # on a temp DB, runs experiments/seed003/reproduce.py through the gRPC API
-# (Python stubs generated from proto/ with grpc_python_plugin), then writes
+# (the dpopt Python client of clients/python, built here), then writes
 # tables and figures into experiments/seed003/results/.
 #   experiments/seed003/run.sh [--build-dir DIR] [--reps N] [--quick]
 set -euo pipefail
@@ -35,9 +35,10 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-mkdir -p "$tmp/stubs"
-protoc -I "$repo/proto" --plugin=protoc-gen-grpc_python="$(command -v grpc_python_plugin)" \
-  --python_out="$tmp/stubs" --grpc_python_out="$tmp/stubs" "$repo"/proto/dpopt/v1/*.proto
+# The dpopt Python client, built offline from clients/python (its wheel
+# generates the stubs from proto/), used in place from $tmp/py/site.
+"$repo/clients/python/build_wheel.sh" "$tmp/py" >/dev/null
+export PYTHONPATH="$tmp/py/site${PYTHONPATH:+:$PYTHONPATH}"
 port="$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 "$server_bin" --db="$tmp/dpopt.db" --listen="127.0.0.1:$port" --workers=2 --queue=64 \
   >"$tmp/server.log" 2>&1 &
@@ -52,11 +53,11 @@ for _ in range(120):
 sys.exit("server did not start")
 PY
 # The first start writes the curator's bearer token beside the database
-# (mode 0600); the driver sends it (experiments/common/bearer.py).
+# (mode 0600); the client reads it from $DPOPT_TOKEN.
 for _ in $(seq 1 200); do [[ -s "$tmp/dpopt.db.curator-token" ]] && break; sleep 0.1; done
 export DPOPT_TOKEN="$(cat "$tmp/dpopt.db.curator-token")"
 start=$SECONDS
-"$py" "$here/reproduce.py" --stubs "$tmp/stubs" --server "127.0.0.1:$port" \
+"$py" "$here/reproduce.py" --server "127.0.0.1:$port" \
   --out "${out_dir:-$tmp/results}" "${extra[@]}"
 "$py" "$here/report.py" "${out_dir:-$tmp/results}"
 echo "seed003: done in $((SECONDS - start)) s; see ${out_dir:-$tmp/results (removed on exit)}/"

@@ -2,6 +2,7 @@
 // every role (table-driven, and the table must name every method of the
 // proto services), revocation, expiry, analyst isolation, per-analyst caps
 // under 50 concurrent submitters, TLS and mutual TLS.
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -504,6 +505,86 @@ TEST_F(AccessTest, TokensAreStoredOnlyAsHashesAndNeverInTheAuditLog) {
     }
   }
   EXPECT_TRUE(saw_grant);
+}
+
+std::vector<v1::AuditEntry> AuditOf(TestServer& server,
+                                    const std::string& method) {
+  grpc::ClientContext ctx;
+  v1::ListAuditResponse audit;
+  EXPECT_TRUE(server.admin().ListAudit(&ctx, {}, &audit).ok());
+  std::vector<v1::AuditEntry> out;
+  for (const auto& e : audit.entries()) {
+    if (e.method() == method) out.push_back(e);
+  }
+  return out;
+}
+
+// Issue 14: a change and its audit record commit in one transaction.
+TEST_F(AccessTest, AuditRecordsCommitWithTheChangeTheyRecord) {
+  Stubs alice = As(alice_token_);
+  const std::string job = Submit(alice, "private", 0.5);
+  ASSERT_FALSE(job.empty());
+  grpc::Status refused;
+  EXPECT_TRUE(Submit(alice, "private", 1000, &refused).empty());
+  EXPECT_EQ(refused.error_code(), grpc::RESOURCE_EXHAUSTED);
+  const auto submits = AuditOf(server_, "JobService/SubmitJob");
+  ASSERT_EQ(submits.size(), 2u);
+  // Newest first: the refusal (no job), then the admitted job, named by
+  // the record written in its admission transaction.
+  EXPECT_EQ(submits[0].code(), grpc::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(submits[0].job_id(), "");
+  EXPECT_EQ(submits[1].code(), 0);
+  EXPECT_EQ(submits[1].job_id(), job);
+  EXPECT_EQ(submits[1].principal(), "alice");
+  EXPECT_EQ(submits[1].dataset(), "private");
+
+  // If the audit record cannot be written, the change does not happen.
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(server_.db_path().c_str(), &raw), SQLITE_OK);
+    sqlite3_busy_timeout(raw, 5000);
+    ASSERT_EQ(sqlite3_exec(raw,
+                           "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit "
+                           "BEGIN SELECT RAISE(ABORT, 'audit refused'); END;",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  grpc::ClientContext ctx;
+  v1::CreatePrincipalRequest req;
+  req.set_name("mallory");
+  req.set_role(v1::ROLE_ANALYST);
+  v1::CreatedToken created;
+  EXPECT_FALSE(server_.admin().CreatePrincipal(&ctx, req, &created).ok());
+  grpc::Status lost;
+  EXPECT_TRUE(Submit(alice, "private", 0.5, &lost).empty());
+  EXPECT_FALSE(lost.ok());
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(server_.db_path().c_str(), &raw), SQLITE_OK);
+    sqlite3_busy_timeout(raw, 5000);
+    ASSERT_EQ(sqlite3_exec(raw, "DROP TRIGGER refuse_audit", nullptr, nullptr,
+                           nullptr),
+              SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  grpc::ClientContext lctx;
+  v1::ListPrincipalsResponse principals;
+  ASSERT_TRUE(server_.admin().ListPrincipals(&lctx, {}, &principals).ok());
+  for (const auto& p : principals.principals()) {
+    EXPECT_NE(p.name(), "mallory");
+  }
+  // Only the first job was charged and created.
+  grpc::ClientContext bctx;
+  v1::ListLedgerRequest lr;
+  lr.set_dataset("private");
+  v1::ListLedgerResponse ledger;
+  ASSERT_TRUE(server_.budget().ListLedger(&bctx, lr, &ledger).ok());
+  ASSERT_EQ(ledger.entries_size(), 1);
+  grpc::ClientContext jctx;
+  v1::ListJobsResponse jobs;
+  ASSERT_TRUE(server_.jobs().ListJobs(&jctx, {}, &jobs).ok());
+  EXPECT_EQ(jobs.jobs_size(), 1);
 }
 
 // 50 concurrent submitters spread over 5 analysts (issue 14): whichever

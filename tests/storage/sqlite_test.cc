@@ -218,6 +218,57 @@ TEST(TransactionTest, RollsBackInDestructorUnlessCommitted) {
   EXPECT_EQ(QueryInt(*conn, "SELECT count(*) FROM t"), 1);
 }
 
+TEST(CommitHookTest, RunsInsideWriteTransactionsAndFailsThemAtomically) {
+  TempDir dir;
+  auto conn = OpenOrDie(dir.File("a.db"));
+  ASSERT_OK(conn->Execute("CREATE TABLE t(i INTEGER)"));
+  ASSERT_OK(conn->Execute("CREATE TABLE log(i INTEGER)"));
+  bool fail = false;
+  {
+    ScopedCommitHook hook([&](Connection& c) -> absl::Status {
+      EXPECT_TRUE(c.InTransaction());  // before COMMIT, same transaction
+      if (fail) return absl::InternalError("audit refused");
+      return c.Execute("INSERT INTO log VALUES(1)");
+    });
+    {
+      Transaction txn(*conn);
+      ASSERT_OK(txn.Begin(Transaction::Mode::kImmediate));
+      ASSERT_OK(conn->Execute("INSERT INTO t VALUES(1)"));
+      ASSERT_OK(txn.Commit());
+    }
+    EXPECT_EQ(hook.commits(), 1);
+    EXPECT_EQ(QueryInt(*conn, "SELECT count(*) FROM log"), 1);
+    // A failing hook rolls the change back.
+    fail = true;
+    {
+      Transaction txn(*conn);
+      ASSERT_OK(txn.Begin(Transaction::Mode::kImmediate));
+      ASSERT_OK(conn->Execute("INSERT INTO t VALUES(2)"));
+      EXPECT_THAT(txn.Commit(), StatusIs(absl::StatusCode::kInternal));
+    }
+    EXPECT_FALSE(conn->InTransaction());
+    EXPECT_EQ(QueryInt(*conn, "SELECT count(*) FROM t"), 1);
+    EXPECT_EQ(hook.commits(), 1);
+    // Read (deferred) transactions never run it.
+    {
+      Transaction txn(*conn);
+      ASSERT_OK(txn.Begin(Transaction::Mode::kDeferred));
+      EXPECT_EQ(QueryInt(*conn, "SELECT count(*) FROM t"), 1);
+      ASSERT_OK(txn.Commit());
+    }
+    EXPECT_EQ(hook.commits(), 1);
+  }
+  // Out of scope: no hook.
+  {
+    Transaction txn(*conn);
+    ASSERT_OK(txn.Begin(Transaction::Mode::kImmediate));
+    ASSERT_OK(conn->Execute("INSERT INTO t VALUES(3)"));
+    ASSERT_OK(txn.Commit());
+  }
+  EXPECT_EQ(QueryInt(*conn, "SELECT count(*) FROM t"), 2);
+  EXPECT_EQ(QueryInt(*conn, "SELECT count(*) FROM log"), 1);
+}
+
 TEST(TransactionTest, RelaxedDurabilityIsScopedToTheTransaction) {
   TempDir dir;
   auto conn = OpenOrDie(dir.File("a.db"));

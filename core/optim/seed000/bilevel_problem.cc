@@ -10,20 +10,36 @@
 namespace dpopt::optim::seed000 {
 namespace {
 
-// out <- x_i restricted to [begin, begin + size).
-void RowSlice(const Dataset& data, int64_t i, int64_t begin, int64_t size,
-              Eigen::VectorXd& out) {
-  out.resize(size);
-  if (!data.is_sparse()) {
-    out = data.dense().row(i).segment(begin, size).transpose();
-    return;
+// Dense rows as contiguous columns (the dataset stores them column-major,
+// so row access would be strided).
+class RowCache {
+ public:
+  void Attach(const Dataset& data) {
+    if (!data.is_sparse()) columns_ = data.dense().transpose();
   }
-  out.setZero();
-  for (SparseRows::InnerIterator it(data.sparse(), i); it; ++it) {
-    const int64_t j = it.col() - begin;
-    if (j >= 0 && j < size) out[j] = it.value();
+  // out <- x_i restricted to [begin, begin + size).
+  void Slice(const Dataset& data, int64_t i, int64_t begin, int64_t size,
+             Eigen::VectorXd& out) const {
+    out.resize(size);
+    if (!data.is_sparse()) {
+      if (columns_.cols() == data.rows()) {
+        out = columns_.col(i).segment(begin, size);
+      } else {
+        out = data.dense().row(i).segment(begin, size).transpose();
+      }
+      return;
+    }
+    out.setZero();
+    for (SparseRows::InnerIterator it(data.sparse(), i); it; ++it) {
+      const int64_t j = it.col() - begin;
+      if (j >= 0 && j < size) out[j] = it.value();
+    }
   }
-}
+
+ private:
+  Eigen::MatrixXd columns_;
+};
+
 
 // Fills the zero fields of `overrides` from `defaults`.
 ProblemConstants Merge(const ProblemConstants& defaults,
@@ -58,17 +74,23 @@ class QuadraticProblem final : public BilevelProblem {
   int64_t dy() const override { return b_.rows(); }
   const ProblemConstants& constants() const override { return constants_; }
 
+  void AttachData(const Dataset& data) override { rows_.Attach(data); }
   void ExampleGradYG(const Dataset& data, int64_t i, const Eigen::VectorXd& x,
                      const Eigen::VectorXd& y,
                      Eigen::VectorXd& out) const override {
-    RowSlice(data, i, 0, dy(), out);  // u_i
-    out = y - b_ * x - out;
+    // B x is the same for every record of a release: computed once.
+    if (cached_x_.size() != x.size() || cached_x_ != x) {
+      cached_x_ = x;
+      cached_bx_ = b_ * x;
+    }
+    rows_.Slice(data, i, 0, dy(), out);  // u_i
+    out = y - cached_bx_ - out;
   }
   bool has_example_f() const override { return true; }
   void ExampleGradYF(const Dataset& data, int64_t i, const Eigen::VectorXd& x,
                      const Eigen::VectorXd& y,
                      Eigen::VectorXd& out) const override {
-    RowSlice(data, i, dy(), dy(), out);  // v_i
+    rows_.Slice(data, i, dy(), dy(), out);  // v_i
     out = y - out;
     if (nonconvex_) {
       // phi'(s) = 2 s / (1 + s^2)^2, computed without overflow.
@@ -102,6 +124,9 @@ class QuadraticProblem final : public BilevelProblem {
   const double rho_x_;
   const bool nonconvex_;
   const ProblemConstants constants_;
+  RowCache rows_;
+  mutable Eigen::VectorXd cached_x_;
+  mutable Eigen::VectorXd cached_bx_;
 };
 
 // Example 3.1 (spec §4).
@@ -114,10 +139,11 @@ class LeakExample final : public BilevelProblem {
   int64_t dy() const override { return d_; }
   const ProblemConstants& constants() const override { return constants_; }
 
+  void AttachData(const Dataset& data) override { rows_.Attach(data); }
   void ExampleGradYG(const Dataset& data, int64_t i, const Eigen::VectorXd&,
                      const Eigen::VectorXd& y,
                      Eigen::VectorXd& out) const override {
-    RowSlice(data, i, 0, d_, out);
+    rows_.Slice(data, i, 0, d_, out);
     out = y - out;
   }
   bool has_example_f() const override { return false; }
@@ -149,6 +175,7 @@ class LeakExample final : public BilevelProblem {
  private:
   const int64_t d_;
   const ProblemConstants constants_;
+  RowCache rows_;
 };
 
 }  // namespace

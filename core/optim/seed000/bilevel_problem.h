@@ -80,8 +80,13 @@ class BilevelProblem {
   // Declared constants (defaults, overridden by ProblemOptions::constants).
   virtual const ProblemConstants& constants() const = 0;
 
+  // Called once per run before any per-example call, with the job's data
+  // (lets a problem keep a contiguous per-row copy of dense rows; the copy
+  // never leaves the job).
+  virtual void AttachData(const Dataset& data) = 0;
+
   // Per-example parts (out is resized). REQUIRES: 0 <= i < data.rows(),
-  // data.dimension() matches the problem.
+  // data.dimension() matches the problem, AttachData(data) was called.
   virtual void ExampleGradYG(const Dataset& data, int64_t i,
                              const Eigen::VectorXd& x, const Eigen::VectorXd& y,
                              Eigen::VectorXd& out) const = 0;

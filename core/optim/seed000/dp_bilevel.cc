@@ -514,6 +514,7 @@ absl::StatusOr<SolveResult> RunDpBilevel(const DpBilevelOptions& options,
       std::unique_ptr<PrivateSumOracle> oracle,
       PrivateSumOracle::Create(data, calibration.relation, *context.rng,
                                context.noise(), *budget));
+  plan.problem->AttachData(data);
   const BilevelProblem& p = *plan.problem;
   const double weight = 1 / static_cast<double>(calibration.rows);
   Inner1Source source1(p, plan.clip_gy, weight);

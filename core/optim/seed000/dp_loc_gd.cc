@@ -46,6 +46,13 @@ absl::Status InnerProblem::Validate() const {
   return absl::OkStatus();
 }
 
+int64_t PaperRounds(double mu, double per_call_epsilon, double rows,
+                    double lipschitz) {
+  const double a = mu * per_call_epsilon * rows / lipschitz;
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(std::log2(
+                                  std::log(std::max(std::exp(2.0), a))))));
+}
+
 absl::StatusOr<InnerPlan> PlanInnerSolve(const InnerSolverOptions& options,
                                          const InnerProblem& problem,
                                          int64_t rows,
@@ -77,10 +84,8 @@ absl::StatusOr<InnerPlan> PlanInnerSolve(const InnerSolverOptions& options,
       if (options.rounds > 0) {
         plan.rounds = options.rounds;
       } else {
-        const double a = problem.mu * per_call_epsilon * n / problem.lipschitz;
-        plan.rounds = std::max<int64_t>(
-            1, static_cast<int64_t>(
-                   std::ceil(std::log2(std::log(std::max(std::exp(2.0), a))))));
+        plan.rounds =
+            PaperRounds(problem.mu, per_call_epsilon, n, problem.lipschitz);
       }
       const double steps = options.steps > 0 ? options.steps : n * n;
       if (steps * plan.rounds > kMaxSolveSteps) {

@@ -87,6 +87,10 @@ struct InnerPlan {
   }
 };
 
+// M = max(1, ceil(log2(ln(max(e^2, mu eps' n / L))))) (spec §2.1, A9).
+int64_t PaperRounds(double mu, double per_call_epsilon, double rows,
+                    double lipschitz);
+
 // The plan of one solve from public inputs. `per_call_epsilon` is the
 // epsilon' of the paper's M formula (only used by kPaper; any positive
 // public value, e.g. the zCDP-equivalent epsilon of the call's share).

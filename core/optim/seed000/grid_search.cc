@@ -67,10 +67,6 @@ absl::StatusOr<GridPlan> MakeGridPlan(const DpGridSearchOptions& o,
   return plan;
 }
 
-std::vector<double> ToVector(const Eigen::VectorXd& v) {
-  return std::vector<double>(v.data(), v.data() + v.size());
-}
-
 class DpGridSearch final : public Algorithm {
  public:
   explicit DpGridSearch(const DpGridSearchOptions& options)

@@ -11,6 +11,9 @@
 namespace dpopt::optim::seed000 {
 
 double SafeNorm(const Eigen::Ref<const Eigen::VectorXd>& v) {
+  // Fast path: no overflow, no underflow of the squared sum.
+  const double s2 = v.squaredNorm();
+  if (std::isfinite(s2) && s2 > 1e-290) return std::sqrt(s2);
   double m = 0;
   for (Eigen::Index j = 0; j < v.size(); ++j) {
     const double a = std::abs(v[j]);

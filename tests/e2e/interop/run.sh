@@ -83,24 +83,30 @@ protoc -I "$repo/proto" --plugin=protoc-gen-grpc_python="$plugin" \
   --python_out="$tmp/stubs" --grpc_python_out="$tmp/stubs" \
   "$repo"/proto/dpopt/v1/*.proto "$repo/proto/grpc/health/v1/health.proto"
 
-echo "interop: starting $server_bin on $addr"
-"$server_bin" --db="$tmp/dpopt.db" --listen="$addr" >"$tmp/server.log" 2>&1 &
+# Mutual TLS end to end (issue 14): a throw-away CA, server and client
+# certificates; the server requires client certificates, and the CLI and
+# both clients present one.
+"$repo/tests/common/make-test-certs.sh" "$tmp/tls"
+tls_client=(--tls-ca="$tmp/tls/ca.crt" --tls-cert="$tmp/tls/client.crt" --tls-key="$tmp/tls/client.key")
+echo "interop: starting $server_bin on $addr (mutual TLS)"
+"$server_bin" --db="$tmp/dpopt.db" --listen="$addr" --tls-cert="$tmp/tls/server.crt" \
+  --tls-key="$tmp/tls/server.key" --tls-client-ca="$tmp/tls/ca.crt" >"$tmp/server.log" 2>&1 &
 server_pid=$!
 for _ in $(seq 1 60); do
   kill -0 "$server_pid" 2>/dev/null || die "server exited during start-up"
-  "$cli" health --server="$addr" >/dev/null 2>&1 && break
+  "$cli" health --server="$addr" "${tls_client[@]}" >/dev/null 2>&1 && break
   sleep 0.5
 done
-"$cli" health --server="$addr" >/dev/null || die "server not SERVING after 30 s"
+"$cli" health --server="$addr" "${tls_client[@]}" >/dev/null || die "server not SERVING after 30 s"
 # The bootstrap curator's token (written 0600 on the first start); the CLI
 # and both clients send it as "authorization: Bearer ...".
 export DPOPT_TOKEN="$(cat "$tmp/dpopt.db.curator-token")"
 
 echo "interop: importing a9a (private) and a9a.t (public)"
 "$cli" dataset import adult "$data/a9a" --format=libsvm --dimension=123 \
-  --epsilon-budget=3 --delta-budget=1e-6 --server="$addr" >/dev/null
+  --epsilon-budget=3 --delta-budget=1e-6 --server="$addr" "${tls_client[@]}" >/dev/null
 "$cli" dataset import adult-test "$data/a9a.t" --format=libsvm --dimension=123 \
-  --public --server="$addr" >/dev/null
+  --public --server="$addr" "${tls_client[@]}" >/dev/null
 
 passed=0
 failed=0
@@ -115,12 +121,12 @@ run_client() {
   fi
 }
 run_client "python client" "$py" "$here/python/interop_client.py" --stubs "$tmp/stubs" \
-  --server "$addr" --dataset adult --eval-dataset adult-test
+  --server "$addr" --dataset adult --eval-dataset adult-test "${tls_client[@]}"
 run_client "node client" node "$here/node/interop_client.js" --proto-dir "$repo/proto" \
-  --server "$addr" --dataset adult --eval-dataset adult-test
+  --server "$addr" --dataset adult --eval-dataset adult-test "${tls_client[@]}"
 
 # Both clients' jobs are on the ledger (cross-client consistency).
-ledger_json="$("$cli" ledger adult --json --server="$addr")"
+ledger_json="$("$cli" ledger adult --json --server="$addr" "${tls_client[@]}")"
 if "$py" -c '
 import json, sys
 d = json.loads(sys.argv[1])

@@ -303,8 +303,12 @@ TEST(DpBilevelTest, ReleasesOnlyTheDocumentedOutputs) {  // T15
   }
   EXPECT_EQ(names, allowed);
   for (const auto& r : run.result.released) {
-    if (r.name == "outer_iterates") EXPECT_EQ(r.values.size(), 5u * 2);
-    if (r.name == "outer_gradients") EXPECT_EQ(r.values.size(), 4u * 2);
+    if (r.name == "outer_iterates") {
+      EXPECT_EQ(r.values.size(), 5u * 2);
+    }
+    if (r.name == "outer_gradients") {
+      EXPECT_EQ(r.values.size(), 4u * 2);
+    }
   }
 }
 

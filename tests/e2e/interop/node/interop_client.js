@@ -8,10 +8,12 @@
 //
 // Usage: node interop_client.js --proto-dir DIR --server HOST:PORT
 //          --dataset NAME [--eval-dataset NAME] [--epsilon E] [--steps N]
+//          [--tls-ca PEM [--tls-cert PEM --tls-key PEM]]   (TLS / mutual TLS)
 // Exit status 0 only if every check passed.
 'use strict';
 
 const path = require('path');
+const fs = require('fs');
 const grpc = require('@grpc/grpc-js');
 const protoLoader = require('@grpc/proto-loader');
 
@@ -20,10 +22,11 @@ const JOB_TIMEOUT_MS = 300000;
 const TERMINAL = new Set(['JOB_STATE_SUCCEEDED', 'JOB_STATE_FAILED', 'JOB_STATE_CANCELLED']);
 
 function parseArgs(argv) {
-  const out = { evalDataset: '', epsilon: 0.5, steps: 200 };
+  const out = { evalDataset: '', epsilon: 0.5, steps: 200, tlsCa: '', tlsCert: '', tlsKey: '' };
   const names = {
     '--proto-dir': 'protoDir', '--server': 'server', '--dataset': 'dataset',
     '--eval-dataset': 'evalDataset', '--epsilon': 'epsilon', '--steps': 'steps',
+    '--tls-ca': 'tlsCa', '--tls-cert': 'tlsCert', '--tls-key': 'tlsKey',
   };
   for (let i = 0; i < argv.length; i++) {
     let [flag, value] = argv[i].split(/=(.*)/s, 2);
@@ -74,7 +77,13 @@ async function main() {
   const api = grpc.loadPackageDefinition(protoLoader.loadSync(
     ['dpopt/v1/dpopt.proto', 'dpopt/v1/job_spec.proto', 'grpc/health/v1/health.proto'],
     loaderOptions));
-  const creds = grpc.credentials.createInsecure();
+  // TLS (and mutual TLS with a client certificate) when --tls-ca is given.
+  const creds = args.tlsCa
+    ? grpc.credentials.createSsl(
+      fs.readFileSync(args.tlsCa),
+      args.tlsKey ? fs.readFileSync(args.tlsKey) : null,
+      args.tlsCert ? fs.readFileSync(args.tlsCert) : null)
+    : grpc.credentials.createInsecure();
   // Every call carries "authorization: Bearer TOKEN" (issue 14).
   const token = process.env.DPOPT_TOKEN || '';
   const bearer = (options, nextCall) => new grpc.InterceptingCall(nextCall(options), {

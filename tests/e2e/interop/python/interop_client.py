@@ -105,6 +105,9 @@ def main():
     ap.add_argument("--eval-dataset", default="", help="public dataset for evaluate_on")
     ap.add_argument("--epsilon", type=float, default=0.5)
     ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--tls-ca", default="", help="PEM CA that signed the server (TLS)")
+    ap.add_argument("--tls-cert", default="", help="PEM client certificate (mutual TLS)")
+    ap.add_argument("--tls-key", default="", help="PEM client key (mutual TLS)")
     args = ap.parse_args()
 
     sys.path.insert(0, args.stubs)
@@ -117,7 +120,18 @@ def main():
     from google.protobuf import json_format
 
     token = os.environ.get("DPOPT_TOKEN", "")
-    bare = grpc.insecure_channel(args.server)
+    def read(path):
+        with open(path, "rb") as f:
+            return f.read()
+
+    if args.tls_ca:
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=read(args.tls_ca),
+            private_key=read(args.tls_key) if args.tls_key else None,
+            certificate_chain=read(args.tls_cert) if args.tls_cert else None)
+        bare = grpc.secure_channel(args.server, creds)
+    else:
+        bare = grpc.insecure_channel(args.server)
     channel = grpc.intercept_channel(bare, BearerToken(token)) if token else bare
     health = health_pb2_grpc.HealthStub(channel)
     datasets = dpopt_pb2_grpc.DatasetServiceStub(channel)
@@ -291,8 +305,25 @@ def main():
         expect_code(lambda: bad.ListDatasets(dpopt_pb2.ListDatasetsRequest()),
                     grpc.StatusCode.UNAUTHENTICATED, "ListDatasets with a wrong token")
 
+    def tls_required():
+        # The server speaks only TLS and requires a client certificate: a
+        # plaintext channel and a TLS channel without a client certificate
+        # both fail before any RPC reaches a handler.
+        plain = dpopt_pb2_grpc.DatasetServiceStub(grpc.intercept_channel(
+            grpc.insecure_channel(args.server), BearerToken(token)))
+        expect_code(lambda: plain.ListDatasets(dpopt_pb2.ListDatasetsRequest(), timeout=5),
+                    grpc.StatusCode.UNAVAILABLE, "ListDatasets over plaintext")
+        no_cert = grpc.secure_channel(
+            args.server, grpc.ssl_channel_credentials(root_certificates=read(args.tls_ca)))
+        anon_tls = dpopt_pb2_grpc.DatasetServiceStub(
+            grpc.intercept_channel(no_cert, BearerToken(token)))
+        expect_code(lambda: anon_tls.ListDatasets(dpopt_pb2.ListDatasetsRequest(), timeout=5),
+                    grpc.StatusCode.UNAVAILABLE, "ListDatasets over TLS without a client cert")
+
     if token:
         checks.run("no or a wrong token: UNAUTHENTICATED", unauthenticated)
+    if args.tls_ca and args.tls_cert:
+        checks.run("mutual TLS: plaintext and certificate-less clients refused", tls_required)
     checks.run("ListDatasets lists the imported datasets", list_datasets)
     checks.run("GetDataset / GetBudget: public metadata and budget", get_dataset)
     checks.run("EstimateJob calibrates and charges nothing", estimate)

@@ -1,0 +1,289 @@
+// dpopt CLI: dataset import, list and show.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/common.h"
+#include "client/flags.h"
+#include "client/max_affine.h"
+#include "dpopt/v1/dpopt.grpc.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+
+namespace dpopt::client {
+namespace {
+
+// ---------------------------------------------------------------- datasets
+
+int DatasetImport(const ParsedArgs& a, const Globals& g) {
+  if (a.positional().size() != 2) {
+    return UsageError("usage: dpopt dataset import NAME FILE [flags]");
+  }
+  pb::ImportHeader h;
+  h.set_name(a.positional()[0]);
+  const std::string format = absl::AsciiStrToLower(a.Get("format", "libsvm"));
+  if (format == "libsvm") {
+    h.set_format(pb::DATASET_FORMAT_LIBSVM);
+  } else if (format == "csv") {
+    h.set_format(pb::DATASET_FORMAT_CSV);
+  } else {
+    return UsageError("--format must be libsvm or csv");
+  }
+  auto dim = a.GetInt("dimension", 0);
+  if (!dim.ok()) return UsageError(dim.status());
+  h.set_dimension(*dim);
+  h.set_public_(a.GetBool("public"));
+  if (!h.public_()) {
+    if (!a.Has("epsilon-budget")) {
+      return UsageError(
+          "a private dataset needs --epsilon-budget (and --delta-budget); "
+          "use --public for public data");
+    }
+    auto eps = a.GetDouble("epsilon-budget");
+    if (!eps.ok()) return UsageError(eps.status());
+    auto delta = a.GetDouble("delta-budget", 0.0);
+    if (!delta.ok()) return UsageError(delta.status());
+    h.set_epsilon_budget(*eps);
+    h.set_delta_budget(*delta);
+  } else if (a.Has("epsilon-budget") || a.Has("delta-budget")) {
+    return UsageError("a --public dataset has no budget");
+  }
+  const std::string filter = a.Get("budget-filter", "rdp");
+  if (filter == "rdp") {
+    h.set_budget_filter(pb::BUDGET_FILTER_RDP);
+  } else if (filter == "basic") {
+    h.set_budget_filter(pb::BUDGET_FILTER_BASIC);
+  } else {
+    return UsageError("--budget-filter must be rdp or basic");
+  }
+  const std::string rel = a.Get("relation", "add-remove");
+  if (rel == "add-remove") {
+    h.set_relation(pb::ADD_REMOVE);
+  } else if (rel == "replace-one") {
+    h.set_relation(pb::REPLACE_ONE);
+  } else {
+    return UsageError("--relation must be add-remove or replace-one");
+  }
+  if (a.Has("polytope") && a.Has("relation")) {
+    return UsageError(
+        "a max-affine problem has its own relation (l-infinity on the "
+        "offsets): drop --relation");
+  }
+  const std::string labels = a.Get("labels", "binary");
+  if (labels == "binary") {
+    h.set_label_type(pb::LABEL_TYPE_BINARY);
+  } else if (labels == "multiclass") {
+    h.set_label_type(pb::LABEL_TYPE_MULTICLASS);
+  } else if (labels == "real") {
+    h.set_label_type(pb::LABEL_TYPE_REAL);
+  } else {
+    return UsageError("--labels must be binary, multiclass or real");
+  }
+  auto k = a.GetInt("num-classes", 0);
+  if (!k.ok()) return UsageError(k.status());
+  h.set_num_classes(static_cast<int32_t>(*k));
+  h.set_delimiter(a.Get("delimiter", ","));
+  h.set_has_header(a.GetBool("header"));
+  auto label_col = a.GetInt("label-column", -1);
+  if (!label_col.ok()) return UsageError(label_col.status());
+  h.set_label_column(static_cast<int32_t>(*label_col));
+  h.set_label_last(*label_col < 0);
+  auto norm = a.GetDouble("row-norm-bound", 0.0);
+  if (!norm.ok()) return UsageError(norm.status());
+  h.mutable_bounds()->set_row_norm_bound(*norm);
+  if (a.Has("feature-bounds")) {
+    std::vector<std::string> lh = absl::StrSplit(a.Get("feature-bounds"), ':');
+    double lo, hi;
+    if (lh.size() != 2 || !absl::SimpleAtod(lh[0], &lo) ||
+        !absl::SimpleAtod(lh[1], &hi) || *dim <= 0) {
+      return UsageError(
+          "--feature-bounds=LO:HI needs two numbers and --dimension");
+    }
+    for (int64_t j = 0; j < *dim; ++j) {
+      h.mutable_bounds()->add_lower(lo);
+      h.mutable_bounds()->add_upper(hi);
+    }
+  }
+  h.set_description(a.Get("description"));
+  if (absl::Status s = ApplyMaxAffineFlags(a, &h); !s.ok()) {
+    return UsageError(s);
+  }
+
+  auto file = ReadFile(a.positional()[1]);
+  if (!file.ok()) return UsageError(file.status());
+
+  Client c(g);
+  auto ctx = c.Context();
+  pb::DatasetInfo info;
+  auto writer = c.datasets().ImportDataset(ctx.get(), &info);
+  pb::ImportDatasetRequest req;
+  *req.mutable_header() = h;
+  bool ok = writer->Write(req);
+  constexpr size_t kChunk = 1 << 20;
+  const bool tty = isatty(STDERR_FILENO) && !g.json;
+  for (size_t off = 0; ok && off < file->size(); off += kChunk) {
+    pb::ImportDatasetRequest chunk;
+    chunk.set_chunk(file->substr(off, kChunk));
+    ok = writer->Write(chunk);
+    if (tty) {
+      std::cerr << absl::StrFormat(
+          "\ruploading %s: %3.0f%%", a.positional()[1],
+          100.0 * std::min(file->size(), off + kChunk) / file->size());
+    }
+  }
+  if (tty) std::cerr << "\n";
+  writer->WritesDone();
+  grpc::Status s = writer->Finish();
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(info) << std::endl;
+  } else {
+    std::cout << absl::StrFormat("imported %s: %d rows x %d features (%s%s)\n",
+                                 info.name(), info.rows(), info.dimension(),
+                                 info.public_() ? "public" : "private",
+                                 info.sparse() ? ", sparse" : "");
+    if (info.has_budget()) PrintBudget(info.budget());
+  }
+  return 0;
+}
+
+int DatasetList(const ParsedArgs& a, const Globals& g) {
+  Client c(g);
+  auto ctx = c.Context();
+  pb::ListDatasetsResponse resp;
+  grpc::Status s =
+      c.datasets().ListDatasets(ctx.get(), pb::ListDatasetsRequest(), &resp);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(resp) << std::endl;
+    return 0;
+  }
+  std::cout << absl::StrFormat("%-20s %-8s %10s %10s %12s %12s\n", "NAME",
+                               "ACCESS", "ROWS", "DIMENSION", "EPS_TOTAL",
+                               "EPS_LEFT");
+  for (const auto& d : resp.datasets()) {
+    std::cout << absl::StrFormat(
+        "%-20s %-8s %10d %10d %12s %12s\n", d.name(),
+        d.public_() ? "public" : "private", d.rows(), d.dimension(),
+        d.public_() ? "-" : Num(d.budget().epsilon_total()),
+        d.public_() ? "-" : Num(d.budget().epsilon_remaining()));
+  }
+  return 0;
+}
+
+int DatasetShow(const ParsedArgs& a, const Globals& g) {
+  if (a.positional().size() != 1) {
+    return UsageError("usage: dpopt dataset show NAME");
+  }
+  Client c(g);
+  auto ctx = c.Context();
+  pb::GetDatasetRequest req;
+  req.set_name(a.positional()[0]);
+  pb::DatasetInfo d;
+  grpc::Status s = c.datasets().GetDataset(ctx.get(), req, &d);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(d) << std::endl;
+    return 0;
+  }
+  std::string labels = d.label_type() == pb::LABEL_TYPE_MULTICLASS
+                           ? absl::StrCat("multiclass (", d.num_classes(), ")")
+                       : d.label_type() == pb::LABEL_TYPE_REAL
+                           ? "real"
+                           : "binary (-1/+1)";
+  std::cout << absl::StrFormat(
+      "dataset %s\n  access     %s\n  rows       %d\n  dimension  %d\n"
+      "  storage    %s%s\n  labels     %s\n  relation   %s\n",
+      d.name(), d.public_() ? "public" : "private", d.rows(), d.dimension(),
+      d.sparse() ? "sparse" : "dense",
+      d.nonzeros() > 0 ? absl::StrCat(" (", d.nonzeros(), " nonzeros)") : "",
+      labels,
+      d.relation() == pb::REPLACE_ONE    ? "replace-one"
+      : d.relation() == pb::LINF_OFFSETS ? "l-infinity on the offsets"
+                                         : "add/remove one row");
+  PrintMaxAffine(d);
+  if (d.bounds().row_norm_bound() > 0) {
+    std::cout << "  row norm   <= " << Num(d.bounds().row_norm_bound()) << "\n";
+  }
+  if (d.bounds().lower_size() > 0) {
+    std::cout << "  bounds     declared per feature ("
+              << d.bounds().lower_size() << " features)\n";
+  }
+  if (!d.description().empty()) {
+    std::cout << "  about      " << d.description() << "\n";
+  }
+  if (d.has_budget()) PrintBudget(d.budget());
+  return 0;
+}
+
+}  // namespace
+
+std::vector<Command> DatasetCommands() {
+  return {
+      {"dataset import",
+       "NAME FILE",
+       "import a dataset file (curator); one transaction, nothing "
+       "half-imported",
+       {{"format", false, "libsvm (default) or csv", "FORMAT"},
+        {"dimension", false, "number of features (required for libsvm)", "D"},
+        {"public", true, "public dataset: no budget; for evaluation/baselines"},
+        {"epsilon-budget", false, "total epsilon of a private dataset", "E"},
+        {"delta-budget", false, "total delta of a private dataset", "D"},
+        {"budget-filter", false, "rdp (default) or basic composition", "NAME"},
+        {"relation", false, "add-remove (default) or replace-one", "REL"},
+        {"labels", false, "binary (default), multiclass or real", "KIND"},
+        {"num-classes", false, "classes of a multiclass dataset", "K"},
+        {"delimiter", false, "CSV delimiter: ',' (default) or whitespace", "D"},
+        {"header", true, "CSV has a header line of column names"},
+        {"label-column", false, "0-based label column of a CSV (default last)",
+         "N"},
+        {"row-norm-bound", false, "declared public bound on row L2 norms", "B"},
+        {"feature-bounds", false, "declared bounds LO:HI for every feature",
+         "LO:HI"},
+        {"description", false, "free-text description", "TEXT"},
+        {"polytope", false,
+         "seed 001: import the CSV as a max-affine problem (feature columns "
+         "= public slopes, label column = private offsets) over the polytope "
+         "in FILE (JSON {\"lower\": [...], \"upper\": [...]}, optional "
+         "\"hMatrix\", \"hVector\"); needs --b-max",
+         "FILE"},
+        {"b-max", false,
+         "seed 001: public bound on how far any offset may move (the "
+         "l-infinity relation's radius)",
+         "B"}},
+       DatasetImport},
+      {"dataset list",
+       "",
+       "list datasets with their remaining budget",
+       {},
+       DatasetList},
+      {"dataset show",
+       "NAME",
+       "public metadata of a dataset (never rows)",
+       {},
+       DatasetShow},
+  };
+}
+
+}  // namespace dpopt::client

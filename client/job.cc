@@ -1,0 +1,376 @@
+// dpopt CLI: job estimate, submit, get, watch, list, cancel and result.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/common.h"
+#include "client/flags.h"
+#include "dpopt/v1/dpopt.grpc.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+
+namespace dpopt::client {
+namespace {
+
+// ---------------------------------------------------------------- jobs
+
+absl::StatusOr<pb::JobSpec> ReadSpec(const std::string& path) {
+  std::string text;
+  if (path == "-") {
+    std::stringstream ss;
+    ss << std::cin.rdbuf();
+    text = ss.str();
+  } else {
+    auto f = ReadFile(path);
+    if (!f.ok()) return f.status();
+    text = *f;
+  }
+  pb::JobSpec spec;
+  google::protobuf::util::JsonParseOptions o;
+  o.ignore_unknown_fields = false;
+  auto st = google::protobuf::util::JsonStringToMessage(text, &spec, o);
+  if (!st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path,
+        " is not a valid JobSpec (proto3 JSON): ", std::string(st.message())));
+  }
+  return spec;
+}
+
+void PrintCalibration(const pb::Calibration& c) {
+  std::cout << absl::StrFormat(
+      "  noise      multiplier %s (std %s per coordinate of the clipped sum)\n"
+      "  steps      %d, sampling rate %s (expected batch %s), clip norm %s\n",
+      Num(c.noise_multiplier()), Num(c.noise_stddev()), c.steps(),
+      Num(c.sampling_rate()), Num(c.expected_batch_size()), Num(c.clip_norm()));
+  for (const auto& n : c.notes()) std::cout << "  note       " << n << "\n";
+}
+
+void PrintCost(const pb::PrivacyCost& c) {
+  if (!c.charged()) {
+    std::cout << "  cost       none (public dataset, non-private job)\n";
+    return;
+  }
+  std::cout << absl::StrFormat("  cost       epsilon %s at delta %s (%s)\n",
+                               Num(c.epsilon()), Num(c.delta()),
+                               c.accountant());
+}
+
+int JobEstimate(const ParsedArgs& a, const Globals& g) {
+  if (a.positional().size() != 1) {
+    return UsageError("usage: dpopt job estimate SPEC.json");
+  }
+  auto spec = ReadSpec(a.positional()[0]);
+  if (!spec.ok()) return UsageError(spec.status());
+  Client c(g);
+  auto ctx = c.Context();
+  pb::EstimateJobRequest req;
+  *req.mutable_spec() = *spec;
+  pb::JobEstimate est;
+  grpc::Status s = c.jobs().EstimateJob(ctx.get(), req, &est);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(est) << std::endl;
+    return 0;
+  }
+  std::cout << "estimate for a job on " << spec->dataset()
+            << " (nothing charged)\n";
+  PrintCalibration(est.calibration());
+  PrintCost(est.cost());
+  if (est.has_budget_before() && est.cost().charged()) {
+    std::cout << absl::StrFormat(
+        "  budget     remaining epsilon %s now, %s after this job\n",
+        Num(est.budget_before().epsilon_remaining()),
+        est.admissible() ? Num(est.budget_after().epsilon_remaining())
+                         : "(not admissible)");
+  }
+  if (!est.message().empty()) std::cout << "  " << est.message() << "\n";
+  return 0;
+}
+
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool enabled)
+      : enabled_(enabled), tty_(isatty(STDERR_FILENO)) {}
+  void Update(const pb::TracePoint& t, int64_t total) {
+    if (!enabled_) return;
+    const double frac = total > 0 ? std::min(1.0, 1.0 * t.step() / total) : 0;
+    const int width = 30;
+    const int filled = static_cast<int>(frac * width);
+    std::string bar(filled, '#');
+    bar.append(width - filled, '.');
+    std::string vals = absl::StrFormat("|w|=%.4g", t.iterate_norm());
+    if (t.has_public_eval()) {
+      absl::StrAppendFormat(&vals, " public loss=%.4f acc=%.4f",
+                            t.public_loss(), t.public_accuracy());
+    }
+    std::string line = absl::StrFormat("[%s] %3.0f%% step %d/%d %s", bar,
+                                       100 * frac, t.step(), total, vals);
+    if (tty_) {
+      std::cerr << "\r" << line << "\x1b[K" << std::flush;
+      dirty_ = true;
+    } else if (frac >= next_report_ || t.step() == total) {
+      std::cerr << line << "\n";
+      next_report_ = std::floor(frac * 10 + 1) / 10;
+    }
+  }
+  void Done() {
+    if (enabled_ && tty_ && dirty_) std::cerr << "\n";
+    dirty_ = false;
+  }
+
+ private:
+  bool enabled_;
+  bool tty_;
+  bool dirty_ = false;
+  double next_report_ = 0;
+};
+
+void PrintJob(const pb::Job& j) {
+  std::cout << absl::StrFormat("job %s  %s  dataset %s  step %d/%d\n", j.id(),
+                               StateName(j.state()), j.spec().dataset(),
+                               j.steps_done(), j.steps_total());
+  if (!j.message().empty()) std::cout << "  message    " << j.message() << "\n";
+  if (j.has_calibration()) PrintCalibration(j.calibration());
+  if (j.has_cost()) PrintCost(j.cost());
+  if (j.has_evaluation() && j.evaluation().rows() > 0) {
+    std::cout << absl::StrFormat(
+        "  evaluation on %s (%d rows, public): accuracy %.4f, loss %.4f\n",
+        j.evaluation().dataset(), j.evaluation().rows(),
+        j.evaluation().accuracy(), j.evaluation().loss());
+  }
+}
+
+// Streams a job's events until it ends. Returns the final job.
+absl::StatusOr<pb::Job> Watch(Client& c, const std::string& id,
+                              const Globals& g, grpc::Status* rpc_status) {
+  auto ctx = c.Context(/*deadline=*/false);
+  pb::WatchJobRequest req;
+  req.set_id(id);
+  auto reader = c.jobs().WatchJob(ctx.get(), req);
+  pb::JobEvent ev;
+  pb::Job last;
+  ProgressBar bar(!g.json);
+  int64_t total = 0;
+  while (reader->Read(&ev)) {
+    if (g.json) std::cout << ToJsonLine(ev) << std::endl;
+    if (ev.has_job()) {
+      last = ev.job();
+      total = last.steps_total();
+      if (Terminal(last.state())) break;
+    } else if (ev.has_trace()) {
+      bar.Update(ev.trace(), total);
+    }
+  }
+  bar.Done();
+  ctx->TryCancel();
+  grpc::Status s = reader->Finish();
+  if (!s.ok() && s.error_code() != grpc::CANCELLED) {
+    *rpc_status = s;
+    return absl::UnknownError("watch failed");
+  }
+  return last;
+}
+
+int FinishWatch(Client& c, const std::string& id, const Globals& g) {
+  grpc::Status rpc;
+  auto job = Watch(c, id, g, &rpc);
+  if (!job.ok()) return ReportRpcError(rpc, g);
+  if (!g.json) PrintJob(*job);
+  return job->state() == pb::JOB_STATE_SUCCEEDED ? 0 : 1;
+}
+
+int JobSubmit(const ParsedArgs& a, const Globals& g) {
+  if (a.positional().size() != 1) {
+    return UsageError("usage: dpopt job submit SPEC.json [--wait]");
+  }
+  auto spec = ReadSpec(a.positional()[0]);
+  if (!spec.ok()) return UsageError(spec.status());
+  Client c(g);
+  auto ctx = c.Context();
+  pb::SubmitJobRequest req;
+  *req.mutable_spec() = *spec;
+  pb::Job job;
+  grpc::Status s = c.jobs().SubmitJob(ctx.get(), req, &job);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJsonLine(job) << std::endl;
+  } else {
+    std::cout << "submitted job " << job.id() << "\n";
+    PrintCalibration(job.calibration());
+    PrintCost(job.cost());
+  }
+  if (!a.GetBool("wait")) return 0;
+  return FinishWatch(c, job.id(), g);
+}
+
+int JobWatch(const ParsedArgs& a, const Globals& g) {
+  if (a.positional().size() != 1)
+    return UsageError("usage: dpopt job watch ID");
+  Client c(g);
+  return FinishWatch(c, a.positional()[0], g);
+}
+
+int JobGet(const ParsedArgs& a, const Globals& g) {
+  if (a.positional().size() != 1) return UsageError("usage: dpopt job get ID");
+  Client c(g);
+  auto ctx = c.Context();
+  pb::GetJobRequest req;
+  req.set_id(a.positional()[0]);
+  pb::Job job;
+  grpc::Status s = c.jobs().GetJob(ctx.get(), req, &job);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(job) << std::endl;
+  } else {
+    PrintJob(job);
+  }
+  return 0;
+}
+
+int JobList(const ParsedArgs& a, const Globals& g) {
+  Client c(g);
+  auto ctx = c.Context();
+  pb::ListJobsRequest req;
+  req.set_dataset(a.Get("dataset"));
+  pb::ListJobsResponse resp;
+  grpc::Status s = c.jobs().ListJobs(ctx.get(), req, &resp);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(resp) << std::endl;
+    return 0;
+  }
+  std::cout << absl::StrFormat("%-26s %-10s %-14s %-17s %12s %9s\n", "ID",
+                               "STATE", "DATASET", "ALGORITHM", "EPSILON",
+                               "ACCURACY");
+  for (const auto& j : resp.jobs()) {
+    // The oneof field's name: dp_sgd, accel_dp_nag, dp_blsgd, ...
+    const auto* field = pb::AlgorithmSpec::descriptor()->FindFieldByNumber(
+        j.spec().algorithm().algorithm_case());
+    const std::string algo = field != nullptr ? field->name() : "-";
+    std::cout << absl::StrFormat(
+        "%-26s %-10s %-14s %-17s %12s %9s\n", j.id(), StateName(j.state()),
+        j.spec().dataset(), algo,
+        j.cost().charged() ? Num(j.cost().epsilon()) : "-",
+        j.evaluation().rows() > 0
+            ? absl::StrFormat("%.4f", j.evaluation().accuracy())
+            : "-");
+  }
+  return 0;
+}
+
+int JobCancel(const ParsedArgs& a, const Globals& g) {
+  if (a.positional().size() != 1)
+    return UsageError("usage: dpopt job cancel ID");
+  Client c(g);
+  auto ctx = c.Context();
+  pb::CancelJobRequest req;
+  req.set_id(a.positional()[0]);
+  pb::Job job;
+  grpc::Status s = c.jobs().CancelJob(ctx.get(), req, &job);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(job) << std::endl;
+  } else {
+    std::cout << "cancellation requested; job " << job.id() << " is "
+              << StateName(job.state())
+              << " (its privacy cost stays charged)\n";
+  }
+  return 0;
+}
+
+int JobResult(const ParsedArgs& a, const Globals& g) {
+  if (a.positional().size() != 1) {
+    return UsageError("usage: dpopt job result ID [--output FILE]");
+  }
+  Client c(g);
+  auto ctx = c.Context();
+  pb::GetJobResultRequest req;
+  req.set_id(a.positional()[0]);
+  pb::JobResult r;
+  grpc::Status s = c.jobs().GetJobResult(ctx.get(), req, &r);
+  if (!s.ok()) return ReportRpcError(s, g);
+  const std::string json = ToJson(r);
+  if (a.Has("output")) {
+    std::ofstream out(a.Get("output"));
+    out << json << "\n";
+    if (!out) return UsageError("cannot write " + a.Get("output"));
+  }
+  if (g.json) {
+    std::cout << json << std::endl;
+    return 0;
+  }
+  std::cout << absl::StrFormat("privatized model of job %s: %s, %d weights\n",
+                               r.job_id(), r.model().loss(),
+                               r.model().weights_size());
+  PrintCost(r.cost());
+  if (r.evaluation().rows() > 0) {
+    std::cout << absl::StrFormat(
+        "  evaluation on %s (public): accuracy %.4f, loss %.4f\n",
+        r.evaluation().dataset(), r.evaluation().accuracy(),
+        r.evaluation().loss());
+  }
+  if (a.Has("output")) std::cout << "  written to " << a.Get("output") << "\n";
+  return 0;
+}
+
+}  // namespace
+
+std::vector<Command> JobCommands() {
+  return {
+      {"job estimate",
+       "SPEC.json",
+       "calibrated noise, steps and privacy cost of a job; charges nothing",
+       {},
+       JobEstimate},
+      {"job submit",
+       "SPEC.json",
+       "submit a job (charges its privacy cost)",
+       {{"wait", true, "watch the job with a progress bar until it ends"}},
+       JobSubmit},
+      {"job get", "ID", "state of a job", {}, JobGet},
+      {"job watch",
+       "ID",
+       "follow a job's privatized trace until it ends",
+       {},
+       JobWatch},
+      {"job list",
+       "",
+       "list jobs",
+       {{"dataset", false, "only jobs on this dataset", "NAME"}},
+       JobList},
+      {"job cancel",
+       "ID",
+       "cancel a job (its cost stays charged)",
+       {},
+       JobCancel},
+      {"job result",
+       "ID",
+       "the privatized model of a finished job",
+       {{"output", false, "write the result JSON to FILE", "FILE"}},
+       JobResult},
+  };
+}
+
+}  // namespace dpopt::client

@@ -1,0 +1,385 @@
+"""The dpopt client: datasets, budgets, estimates, jobs and the ledger."""
+
+import io
+import os
+import sys
+import time
+from typing import List, Optional
+
+import grpc
+import numpy as np
+
+from dpopt import errors, specs
+from dpopt._connection import make_channel, resolve_server, resolve_token
+from dpopt.results import (Budget, Dataset, Estimate, Grant, JobState, Ledger,
+                           LedgerEntry, Principal, Result, Calibration, Cost,
+                           Evaluation)
+from dpopt.v1 import dpopt_pb2, dpopt_pb2_grpc
+
+_CHUNK = 1 << 20
+_FORMATS = {"libsvm": dpopt_pb2.DATASET_FORMAT_LIBSVM, "csv": dpopt_pb2.DATASET_FORMAT_CSV}
+_FILTERS = {"rdp": dpopt_pb2.BUDGET_FILTER_RDP, "basic": dpopt_pb2.BUDGET_FILTER_BASIC}
+_RELATIONS = {"add_remove": dpopt_pb2.ADD_REMOVE, "replace_one": dpopt_pb2.REPLACE_ONE}
+_LABELS = {"binary": dpopt_pb2.LABEL_TYPE_BINARY,
+           "multiclass": dpopt_pb2.LABEL_TYPE_MULTICLASS, "real": dpopt_pb2.LABEL_TYPE_REAL}
+_ROLES = {"analyst": dpopt_pb2.ROLE_ANALYST, "curator": dpopt_pb2.ROLE_CURATOR}
+
+
+def _choice(table, value, what):
+    try:
+        return table[value.lower()]
+    except (KeyError, AttributeError):
+        raise ValueError(f"{what} must be one of {sorted(table)}, not {value!r}") from None
+
+
+class Client:
+    """A connection to a dpopt server.
+
+    Args:
+        server: ``HOST:PORT`` (default ``$DPOPT_SERVER``, else
+            ``127.0.0.1:50051``).
+        token: the bearer token. Default, as for the CLI: the file
+            ``token_file``, else ``$DPOPT_TOKEN``, else
+            ``~/.config/dpopt/token``.
+        token_file: a file holding the token.
+        tls: None for plaintext (loopback only: the server refuses plaintext
+            elsewhere), True for TLS with the system's roots, a CA file path,
+            or a :class:`dpopt.TLS` (mutual TLS with ``cert``/``key``).
+        timeout: deadline of each call in seconds (imports get 10x).
+
+    The client is cheap; use it as a context manager or call :meth:`close`.
+    """
+
+    def __init__(self, server=None, token=None, *, token_file=None, tls=None, timeout=120.0):
+        self.server = resolve_server(server)
+        self._token, self._token_source = resolve_token(token, token_file)
+        self.timeout = float(timeout)
+        self._channel = make_channel(self.server, tls)
+        self._datasets = dpopt_pb2_grpc.DatasetServiceStub(self._channel)
+        self._budget = dpopt_pb2_grpc.BudgetServiceStub(self._channel)
+        self._jobs = dpopt_pb2_grpc.JobServiceStub(self._channel)
+        self._admin = dpopt_pb2_grpc.AdminServiceStub(self._channel)
+
+    # ------------------------------------------------------------ plumbing
+
+    def close(self):
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"dpopt.Client({self.server!r}, token from {self._token_source or 'nowhere'})"
+
+    def _metadata(self):
+        return (("authorization", "Bearer " + self._token),) if self._token else ()
+
+    def _hint(self, err):
+        if err.code() == grpc.StatusCode.UNAUTHENTICATED and not self._token:
+            return "no token: pass token=..., set $DPOPT_TOKEN or write ~/.config/dpopt/token"
+        if err.code() == grpc.StatusCode.UNAVAILABLE:
+            return f"server {self.server}"
+        return ""
+
+    def _call(self, method, request, timeout=None):
+        try:
+            return method(request, timeout=timeout or self.timeout, metadata=self._metadata())
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e, self._hint(e)) from None
+
+    def wait_ready(self, timeout=30.0):
+        """Blocks until the server accepts connections (UnavailableError
+        after `timeout` seconds)."""
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            raise errors.UnavailableError(
+                f"server {self.server} not reachable after {timeout:g} s",
+                grpc.StatusCode.UNAVAILABLE) from None
+        return self
+
+    # ------------------------------------------------------------ datasets
+
+    def datasets(self) -> List[Dataset]:
+        """Datasets the caller may see (analysts: granted and public ones)."""
+        r = self._call(self._datasets.ListDatasets, dpopt_pb2.ListDatasetsRequest())
+        return [Dataset.from_proto(d) for d in r.datasets]
+
+    def dataset(self, name) -> Dataset:
+        """Public metadata of one dataset (NotFoundError if not visible)."""
+        return Dataset.from_proto(
+            self._call(self._datasets.GetDataset, dpopt_pb2.GetDatasetRequest(name=name)))
+
+    def import_dataset(self, name, data, *, format="libsvm", dimension=0, public=False,
+                       epsilon_budget=0.0, delta_budget=0.0, budget_filter="rdp",
+                       relation="add_remove", label_type="binary", num_classes=0,
+                       delimiter="", has_header=False, label_column=None, label_last=False,
+                       bounds=None, description="", feature_names=()) -> Dataset:
+        """Curators: imports a dataset file (path or bytes) in one transaction.
+
+        The keywords are the fields of ``ImportHeader`` (proto/dpopt/v1/
+        dpopt.proto); ``bounds`` is a dict with ``lower``, ``upper`` (per
+        feature) and/or ``row_norm_bound``. A private dataset needs
+        ``epsilon_budget`` (and ``delta_budget``).
+        """
+        header = dpopt_pb2.ImportHeader(
+            name=name, format=_choice(_FORMATS, format, "format"), dimension=int(dimension),
+            public=public, epsilon_budget=float(epsilon_budget),
+            delta_budget=float(delta_budget),
+            budget_filter=_choice(_FILTERS, budget_filter, "budget_filter"),
+            relation=_choice(_RELATIONS, relation, "relation"),
+            label_type=_choice(_LABELS, label_type, "label_type"),
+            num_classes=int(num_classes), delimiter=delimiter, has_header=has_header,
+            label_last=label_last, description=description, feature_names=list(feature_names))
+        if label_column is not None:
+            header.label_column = int(label_column)
+        if bounds:
+            header.bounds.lower.extend(float(v) for v in bounds.get("lower", ()))
+            header.bounds.upper.extend(float(v) for v in bounds.get("upper", ()))
+            header.bounds.row_norm_bound = float(bounds.get("row_norm_bound", 0.0))
+        if isinstance(data, (str, os.PathLike)):
+            with open(data, "rb") as f:
+                data = f.read()
+        payload = bytes(data)
+
+        def requests():
+            yield dpopt_pb2.ImportDatasetRequest(header=header)
+            for i in range(0, len(payload), _CHUNK):
+                yield dpopt_pb2.ImportDatasetRequest(chunk=payload[i:i + _CHUNK])
+
+        return Dataset.from_proto(
+            self._call(self._datasets.ImportDataset, requests(), timeout=10 * self.timeout))
+
+    def import_arrays(self, name, x, y, **header) -> Dataset:
+        """Curators: imports numpy rows ``x`` (n x d) and labels ``y`` (n) as a
+        CSV dataset, every value written with 17 significant digits (an exact
+        round trip of doubles). Keywords as for :meth:`import_dataset`."""
+        x = np.asarray(x, dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64).reshape(-1, 1)
+        if x.ndim != 2 or x.shape[0] != y.shape[0]:
+            raise ValueError("x must be n x d and y must have n labels")
+        buf = io.StringIO()
+        np.savetxt(buf, np.hstack([x, y]), fmt="%.17g", delimiter=",")
+        header.setdefault("dimension", x.shape[1])
+        return self.import_dataset(name, buf.getvalue().encode(), format="csv",
+                                   label_last=True, **header)
+
+    def delete_dataset(self, name):
+        """Curators: erases the dataset's rows for good (its ledger stays and
+        its name stays reserved). Returns the number of cancelled jobs."""
+        r = self._call(self._datasets.DeleteDataset, dpopt_pb2.DeleteDatasetRequest(name=name))
+        return r.cancelled_jobs
+
+    # ------------------------------------------------------------ budget
+
+    def budget(self, dataset) -> Budget:
+        """The dataset's budget: total, spent, remaining (and the caller's cap
+        and spend for a capped analyst)."""
+        return Budget.from_proto(
+            self._call(self._budget.GetBudget, dpopt_pb2.GetBudgetRequest(dataset=dataset)))
+
+    def ledger(self, dataset) -> Ledger:
+        """The dataset's charges, oldest first (analysts: their own only)."""
+        r = self._call(self._budget.ListLedger, dpopt_pb2.ListLedgerRequest(dataset=dataset))
+        return Ledger([LedgerEntry.from_proto(e) for e in r.entries],
+                      Budget.from_proto(r.budget) if r.HasField("budget") else None)
+
+    # ------------------------------------------------------------ jobs
+
+    def estimate(self, spec=None, **spec_fields) -> Estimate:
+        """Calibrates and prices a job; charges nothing. The spec: see
+        :mod:`dpopt.specs`."""
+        pb = specs.to_proto(spec, **spec_fields)
+        return Estimate.from_proto(
+            self._call(self._jobs.EstimateJob, dpopt_pb2.EstimateJobRequest(spec=pb)))
+
+    def submit(self, spec=None, *, wait=True, progress=None, timeout=None, **spec_fields):
+        """Submits a job: the server calibrates it, charges the ledger (in the
+        same transaction as the budget check) and queues it.
+
+        Args:
+            spec: a spec dict, JSON path or JobSpec (or spec keywords).
+            wait: block until the job ends (default) and return it final.
+            progress: show a progress bar while waiting (default: when tqdm
+                is installed).
+            timeout: give up waiting after this many seconds (TimeoutError;
+                the job keeps running).
+
+        Returns:
+            :class:`Job`. Raises :class:`BudgetExhaustedError` (nothing
+            charged) when the budget or the caller's cap would be exceeded.
+        """
+        pb = specs.to_proto(spec, **spec_fields)
+        job = Job(self, self._call(self._jobs.SubmitJob, dpopt_pb2.SubmitJobRequest(spec=pb)))
+        if wait:
+            job.wait(progress=progress, timeout=timeout)
+        return job
+
+    def job(self, job_id) -> "Job":
+        """A job by id (NotFoundError unless it is the caller's or the caller
+        is a curator)."""
+        return Job(self, self._call(self._jobs.GetJob, dpopt_pb2.GetJobRequest(id=job_id)))
+
+    def jobs(self, dataset="") -> List["Job"]:
+        """The caller's jobs (curators: all), optionally of one dataset."""
+        r = self._call(self._jobs.ListJobs, dpopt_pb2.ListJobsRequest(dataset=dataset))
+        return [Job(self, j) for j in r.jobs]
+
+    # ------------------------------------------------------------ access
+
+    def whoami(self) -> Principal:
+        """The principal behind the token."""
+        return Principal.from_proto(self._call(self._admin.WhoAmI, dpopt_pb2.WhoAmIRequest()))
+
+    def create_principal(self, name, role="analyst", ttl_seconds=0):
+        """Curators: creates a principal; returns ``(Principal, token)``. The
+        token is shown only here."""
+        r = self._call(self._admin.CreatePrincipal, dpopt_pb2.CreatePrincipalRequest(
+            name=name, role=_choice(_ROLES, role, "role"), token_ttl_seconds=int(ttl_seconds)))
+        return Principal.from_proto(r.principal), r.token
+
+    def grant(self, principal, dataset, epsilon_cap=0.0) -> Grant:
+        """Curators: lets an analyst use a dataset, optionally capping its
+        total epsilon there (0 = no cap)."""
+        return Grant.from_proto(self._call(self._admin.GrantDataset, dpopt_pb2.GrantDatasetRequest(
+            principal=principal, dataset=dataset, epsilon_cap=float(epsilon_cap))))
+
+    def grants(self, principal="", dataset="") -> List[Grant]:
+        """Curators: grants, optionally filtered."""
+        r = self._call(self._admin.ListGrants, dpopt_pb2.ListGrantsRequest(
+            principal=principal, dataset=dataset))
+        return [Grant.from_proto(g) for g in r.grants]
+
+
+class Job:
+    """A submitted job. Attributes reflect the last reply; :meth:`refresh`
+    re-reads it.
+
+    Attributes:
+        id, state (:class:`JobState`), message (reason for FAILED/CANCELLED),
+        steps_done, steps_total, principal, spec (dict), calibration, cost,
+        evaluation (on the public evaluation set, once finished),
+        created_at, started_at, finished_at, proto.
+    """
+
+    def __init__(self, client, proto):
+        self._client = client
+        self._set(proto)
+
+    def _set(self, p):
+        from dpopt.results import _time
+        self.proto = p
+        self.id = p.id
+        self.state = JobState.from_proto(p.state)
+        self.message = p.message
+        self.steps_done = p.steps_done
+        self.steps_total = p.steps_total
+        self.principal = p.principal
+        self.spec = specs.to_dict(p.spec)
+        self.label = p.spec.label
+        self.calibration = Calibration.from_proto(p.calibration)
+        self.cost = Cost.from_proto(p.cost)
+        self.evaluation = Evaluation.from_proto(p.evaluation)
+        self.created_at = _time(p.created_at)
+        self.started_at = _time(p.started_at)
+        self.finished_at = _time(p.finished_at)
+
+    def __repr__(self):
+        return (f"<dpopt.Job {self.id} {self.state.value} {self.steps_done}/{self.steps_total}"
+                f"{' ' + repr(self.label) if self.label else ''}>")
+
+    @property
+    def done(self):
+        return self.state.terminal
+
+    def refresh(self):
+        c = self._client
+        self._set(c._call(c._jobs.GetJob, dpopt_pb2.GetJobRequest(id=self.id)))
+        return self
+
+    def cancel(self):
+        """Cancels the job (it stays charged)."""
+        c = self._client
+        self._set(c._call(c._jobs.CancelJob, dpopt_pb2.CancelJobRequest(id=self.id)))
+        return self
+
+    def wait(self, progress=None, timeout=None):
+        """Follows the job's event stream until it ends; returns self.
+
+        Args:
+            progress: None (default: a tqdm bar when tqdm is installed),
+                True/False.
+            timeout: seconds; TimeoutError when exceeded (the job goes on).
+        """
+        bar = _progress_bar(self, progress)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while not self.done:
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(f"job {self.id} still {self.state.value} after {timeout} s")
+                self._follow(bar, deadline)
+        finally:
+            if bar is not None:
+                bar.close()
+        return self
+
+    def _follow(self, bar, deadline):
+        c = self._client
+        left = None if deadline is None else max(0.1, deadline - time.monotonic())
+        stream = c._jobs.WatchJob(dpopt_pb2.WatchJobRequest(id=self.id), timeout=left,
+                                  metadata=c._metadata())
+        try:
+            for ev in stream:
+                if ev.HasField("job"):
+                    self._set(ev.job)
+                    _advance(bar, self.steps_done, self.steps_total, self.state)
+                elif ev.HasField("trace"):
+                    _advance(bar, ev.trace.step, self.steps_total, self.state)
+                if self.done:
+                    return
+        except grpc.RpcError as e:
+            code = e.code()
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                return  # the caller's loop raises TimeoutError
+            if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+                raise errors.from_rpc_error(e, c._hint(e)) from None
+            time.sleep(0.5)  # server restarting: re-read and watch again
+        self.refresh()
+
+    def result(self) -> Result:
+        """The privatized model, trace and evaluation of a SUCCEEDED job.
+        Raises :class:`JobFailedError` for a FAILED or CANCELLED job and
+        :class:`InvalidRequestError` for one still running."""
+        if self.state in (JobState.FAILED, JobState.CANCELLED):
+            raise errors.JobFailedError(
+                f"job {self.id} {self.state.value}: {self.message}", job=self)
+        c = self._client
+        return Result.from_proto(
+            c._call(c._jobs.GetJobResult, dpopt_pb2.GetJobResultRequest(id=self.id)))
+
+
+def _progress_bar(job, progress):
+    if progress is False:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=max(job.steps_total, 1), desc=job.label or job.id, unit="step",
+                file=sys.stderr, leave=True, dynamic_ncols=True)
+
+
+def _advance(bar, step, total, state):
+    if bar is None:
+        return
+    if total and bar.total != total:
+        bar.total = total
+    step = min(int(step), bar.total)
+    bar.set_postfix_str(state.value.lower(), refresh=False)
+    if step > bar.n:
+        bar.update(step - bar.n)  # tqdm rate-limits the redraws
+    if state.terminal:
+        bar.refresh()

@@ -1,0 +1,267 @@
+"""The dpopt Python client against a real dpopt-server (see conftest.py)."""
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpopt
+from dpopt import specs
+from dpopt.results import trace_table
+
+REPO = os.environ.get("DPOPT_SOURCE_DIR") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+
+
+def dpsgd(epsilon=1.0, steps=300, dataset="adult", **extra):
+    return {"dataset": dataset,
+            "model": {"logistic_regression": {"l2": 1e-4}},
+            "privacy": {"epsilon": epsilon, "delta": 1e-6},
+            "algorithm": {"dp_sgd": {"sampling_rate": 0.01, "steps": steps,
+                                     "clip_norm": 1.0, "learning_rate": 0.5}},
+            "evaluate_on": "adult-test", "trace_every": 30, **extra}
+
+
+# ------------------------------------------------------------ token, specs
+
+def test_token_discovery_order(tmp_path, monkeypatch):
+    from dpopt._connection import resolve_token
+    assert resolve_token() == (None, None)
+    home_token = tmp_path / "home" / ".config" / "dpopt" / "token"
+    home_token.parent.mkdir(parents=True)
+    home_token.write_text("home.secret\n")
+    assert resolve_token()[0] == "home.secret"
+    monkeypatch.setenv("DPOPT_TOKEN", " env.secret ")
+    assert resolve_token() == ("env.secret", "$DPOPT_TOKEN")
+    f = tmp_path / "tok"
+    f.write_text("file.secret\n")
+    assert resolve_token(token_file=str(f))[0] == "file.secret"
+    assert resolve_token(token="arg.secret", token_file=str(f))[0] == "arg.secret"
+
+
+def test_keyword_helpers_build_the_same_spec_as_a_dict():
+    kw = dpopt.spec("adult", model=dpopt.models.logistic_regression(l2=1e-4),
+                    algorithm=dpopt.algorithms.dp_sgd(sampling_rate=0.01, steps=300,
+                                                      clip_norm=1.0, learning_rate=0.5),
+                    epsilon=1.0, delta=1e-6, evaluate_on="adult-test", trace_every=30)
+    assert specs.to_proto(kw) == specs.to_proto(dpsgd())
+    # Every job type of the proto has a helper.
+    assert {"dp_sgd", "dp_gd", "dp_blsgd", "accel_dp_nag", "gd"} <= set(dpopt.algorithms.names)
+    with pytest.raises(TypeError, match="unknown field"):
+        dpopt.algorithms.dp_sgd(stepz=10)
+    with pytest.raises(ValueError, match="invalid job spec"):
+        specs.to_proto({"dataset": "adult", "algorithm": {"no_such_algo": {}}})
+
+
+def test_spec_from_an_example_file_parses():
+    path = os.path.join(REPO, "examples", "dp_grid_search.json")
+    pb = specs.to_proto(path)
+    assert pb.algorithm.WhichOneof("algorithm") == "dp_grid_search"
+
+
+def test_trace_table_without_pandas_is_numpy():
+    from dpopt.v1 import dpopt_pb2
+    pts = [dpopt_pb2.TracePoint(step=1, iterate_norm=2.0, has_public_eval=True,
+                                public_loss=0.5, public_accuracy=0.8),
+           dpopt_pb2.TracePoint(step=2, iterate_norm=3.0)]
+    t = trace_table(pts)
+    assert t["step"].tolist() == [1, 2]
+    assert t["public_accuracy"][0] == 0.8 and math.isnan(t["public_accuracy"][1])
+
+
+# ------------------------------------------------------------ the server
+
+def test_datasets_and_budget(curator):
+    names = {d.name: d for d in curator.datasets()}
+    assert {"adult", "adult-test"} <= set(names)
+    adult = names["adult"]
+    assert (adult.rows, adult.dimension, adult.public) == (32561, 123, False)
+    assert adult.budget.epsilon_total == 30 and adult.budget.filter == "rdp"
+    assert names["adult-test"].budget is None and names["adult-test"].public
+    b = curator.budget("adult")
+    assert b.dataset == "adult" and b.epsilon_remaining <= b.epsilon_total
+    assert curator.dataset("adult").rows == 32561
+
+
+def test_estimate_prices_without_charging(curator):
+    before = curator.budget("adult")
+    est = curator.estimate(dpsgd())
+    assert est.admissible and est.cost.charged
+    assert est.calibration.steps == 300 and est.calibration.noise_multiplier > 0
+    assert 0 < est.cost.epsilon <= 1.0 + 1e-9
+    assert est.budget_after.epsilon_remaining < est.budget_before.epsilon_remaining
+    after = curator.budget("adult")
+    assert (after.charges, after.epsilon_spent) == (before.charges, before.epsilon_spent)
+
+
+def test_submit_wait_result_and_ledger(curator, capsys):
+    before = curator.ledger("adult")
+    job = curator.submit(dpsgd(label="pytest dp-sgd"), progress=True)
+    assert job.state == dpopt.JobState.SUCCEEDED, job.message
+    assert job.steps_done == job.steps_total == 300
+    # The progress bar (tqdm) went to stderr.
+    assert "300/300" in capsys.readouterr().err
+    res = job.result()
+    assert res.weights.shape == (123,) and np.all(np.isfinite(res.weights))
+    assert isinstance(res.trace, pd.DataFrame)
+    assert list(res.trace.columns) == list(dpopt.TRACE_COLUMNS)
+    # trace_every 30: step 1, then 30, 60, ..., 300.
+    assert res.trace["step"].tolist() == [1] + list(range(30, 301, 30))
+    # DP-SGD at epsilon 1 beats the majority class (0.76) on the public test
+    # set; the server's evaluation matches the released model's.
+    assert res.evaluation.dataset == "adult-test" and res.evaluation.accuracy > 0.78
+    assert res.trace["public_accuracy"].iloc[-1] == pytest.approx(res.evaluation.accuracy)
+    assert res.cost.epsilon == pytest.approx(job.cost.epsilon) and res.cost.charged
+    assert res.iterates is None
+    after = curator.ledger("adult")
+    assert len(after) == len(before) + 1
+    entry = after.entries[-1]
+    assert entry.job_id == job.id and entry.principal == "curator"
+    assert entry.epsilon == pytest.approx(job.cost.epsilon)
+    assert isinstance(entry.event, dict)
+    frame = after.to_pandas()
+    assert frame["job_id"].iloc[-1] == job.id
+    assert any(j.id == job.id for j in curator.jobs("adult"))
+    assert curator.job(job.id).state == "SUCCEEDED"
+
+
+def test_submit_with_keywords_and_trace_iterates(curator):
+    job = curator.submit(dataset="adult-test", algorithm=dpopt.algorithms.gd(
+        steps=20, learning_rate=0.5), model=dpopt.models.logistic_regression(l2=1e-3),
+        trace_every=5, trace_iterates=True, progress=False)
+    assert job.state == "SUCCEEDED", job.message
+    res = job.result()
+    assert res.iterates.shape == (5, 123)  # steps 1, 5, 10, 15, 20
+    assert not job.cost.charged  # a public dataset is never charged
+
+
+def test_no_wait_cancel_and_job_failed_error(curator):
+    job = curator.submit(dpsgd(steps=20000, epsilon=0.5), wait=False)
+    assert not job.done
+    with pytest.raises(dpopt.InvalidRequestError, match="has no result"):
+        job.result()
+    with pytest.raises(TimeoutError):
+        job.wait(progress=False, timeout=0.5)
+    job.cancel()
+    job.wait(progress=False, timeout=60)
+    assert job.state == dpopt.JobState.CANCELLED
+    with pytest.raises(dpopt.JobFailedError, match="CANCELLED"):
+        job.result()
+
+
+# ------------------------------------------------------------ errors
+
+def test_bad_spec_is_invalid_argument_and_not_charged(curator):
+    before = curator.budget("adult")
+    with pytest.raises(dpopt.InvalidRequestError) as e:
+        curator.submit(dpsgd(epsilon=-1))
+    assert e.value.code_name == "INVALID_ARGUMENT" and "epsilon" in e.value.message
+    with pytest.raises(dpopt.NotFoundError):
+        curator.estimate(dpsgd(dataset="no-such-dataset"))
+    with pytest.raises(dpopt.NotFoundError):
+        curator.job("no-such-job")
+    assert curator.budget("adult").charges == before.charges
+
+
+def test_missing_or_wrong_token_is_authentication_error(server):
+    with dpopt.Client(server.address) as anon:
+        with pytest.raises(dpopt.AuthenticationError, match="DPOPT_TOKEN"):
+            anon.datasets()
+    with dpopt.Client(server.address, token="0123456789abcdef.nope") as bad:
+        with pytest.raises(dpopt.AuthenticationError):
+            bad.whoami()
+
+
+def test_token_from_environment_and_file(server, monkeypatch):
+    monkeypatch.setenv("DPOPT_TOKEN", server.token)
+    monkeypatch.setenv("DPOPT_SERVER", server.address)
+    with dpopt.Client() as c:
+        assert c.whoami().role == "curator"
+    monkeypatch.delenv("DPOPT_TOKEN")
+    with dpopt.Client(server.address, token_file=server.token_file) as c:
+        assert c.whoami().name == "curator"
+
+
+def test_unreachable_server_is_unavailable():
+    with dpopt.Client("127.0.0.1:1", token="x.y", timeout=5) as c:
+        with pytest.raises(dpopt.UnavailableError):
+            c.datasets()
+
+
+def test_analyst_roles_caps_and_budget_exhausted(curator, server):
+    _, token = curator.create_principal("pytest-alice")
+    with dpopt.Client(server.address, token=token) as alice:
+        assert alice.whoami().role == "analyst"
+        assert [d.name for d in alice.datasets()] == ["adult-test"]
+        with pytest.raises(dpopt.NotFoundError):
+            alice.budget("adult")
+        with pytest.raises(dpopt.PermissionDeniedError):
+            alice.import_dataset("mine", b"1 1:1\n", dimension=1, public=True)
+        curator.grant("pytest-alice", "adult", epsilon_cap=0.5)
+        b = alice.budget("adult")
+        assert b.caller_epsilon_cap == 0.5 and b.caller_epsilon_spent == 0
+        charges = curator.budget("adult").charges
+        with pytest.raises(dpopt.BudgetExhaustedError) as e:
+            alice.submit(dpsgd(epsilon=1.0))
+        assert e.value.code_name == "RESOURCE_EXHAUSTED"
+        assert curator.budget("adult").charges == charges  # nothing charged
+        job = alice.submit(dpsgd(epsilon=0.2, steps=100), progress=False)
+        assert job.state == "SUCCEEDED"
+        # An analyst's ledger holds only her own charges; the curator sees all.
+        mine = alice.ledger("adult")
+        assert [e.job_id for e in mine] == [job.id]
+        assert len(curator.ledger("adult")) > 1
+        assert [j.id for j in alice.jobs()] == [job.id]
+    assert any(g.principal == "pytest-alice" for g in curator.grants(dataset="adult"))
+
+
+def test_import_arrays_round_trip(curator):
+    rng = np.random.default_rng(0)
+    x = rng.random((50, 3))
+    y = np.where(rng.random(50) > 0.5, 1.0, -1.0)
+    d = curator.import_arrays("pytest-small", x, y, public=True)
+    assert (d.rows, d.dimension, d.public) == (50, 3, True)
+    with pytest.raises(dpopt.InvalidRequestError):  # the name is taken
+        curator.import_arrays("pytest-small", x, y, public=True)
+
+
+# ------------------------------------------------------------ TLS
+
+def test_tls_and_mutual_tls(tmp_path):
+    from conftest import Server
+    certs = tmp_path / "certs"
+    subprocess.run([os.path.join(REPO, "tests", "common", "make-test-certs.sh"), str(certs)],
+                   check=True)
+    s = Server(str(tmp_path), [f"--tls_cert={certs}/server.crt", f"--tls_key={certs}/server.key",
+                               f"--tls_client_ca={certs}/ca.crt"])
+    try:
+        tls = dpopt.TLS(ca=str(certs / "ca.crt"), cert=str(certs / "client.crt"),
+                        key=str(certs / "client.key"), server_name="localhost")
+        with dpopt.Client(s.address, token=s.token, tls=tls) as c:
+            assert c.whoami().name == "curator"
+        with dpopt.Client(s.address, token=s.token, timeout=5) as plain:
+            with pytest.raises(dpopt.UnavailableError):
+                plain.whoami()
+        no_client_cert = dpopt.TLS(ca=str(certs / "ca.crt"), server_name="localhost")
+        with dpopt.Client(s.address, token=s.token, tls=no_client_cert, timeout=5) as c:
+            with pytest.raises(dpopt.UnavailableError):
+                c.whoami()
+    finally:
+        s.stop()
+
+
+# ------------------------------------------------------------ the example
+
+def test_example_script_runs(server, tmp_path):
+    env = dict(os.environ, DPOPT_SERVER=server.address, DPOPT_TOKEN=server.token,
+               MPLBACKEND="Agg")
+    script = os.path.join(REPO, "examples", "python", "dpsgd_adult.py")
+    out = subprocess.run([sys.executable, script, "--out", str(tmp_path), "--steps", "400"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "epsilon = 0.25" in out.stdout and "epsilon = 1" in out.stdout
+    png = tmp_path / "dpsgd_adult_trace.png"
+    assert png.exists() and png.stat().st_size > 10000

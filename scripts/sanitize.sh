@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The sanitizer and fuzzing stage (issue 15): builds everything with clang,
+# AddressSanitizer and UBSan (and libFuzzer instrumentation) into
+# BUILD_DIR (default build-san), runs the unit and integration tests under
+# the sanitizers, then runs each libFuzzer target for a short fixed time
+# from its committed seed corpus.
+#   scripts/sanitize.sh [--fuzz-seconds N] [--no-tests] [--no-fuzz]
+# Defaults: 20 s per fuzz target (CI). The documented long runs use
+# scripts/fuzz.sh directly (docs/fuzzing.md).
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${BUILD_DIR:-$repo/build-san}"
+seconds=20
+tests=1
+fuzz=1
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --fuzz-seconds) seconds="$2"; shift 2 ;;
+    --no-tests) tests=0; shift ;;
+    --no-fuzz) fuzz=0; shift ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    *) echo "sanitize.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+command -v clang++ >/dev/null || { echo "sanitize.sh: clang++ missing (scripts/install-deps.sh)" >&2; exit 1; }
+launcher=()
+if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+CXX=clang++ cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DDPOPT_FUZZ=ON "${launcher[@]}" >/dev/null
+ninja -C "$build" -j"${JOBS:-$(nproc)}"
+# Abort on the first report; leak checking on; UBSan prints a stack.
+export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:strict_string_checks=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+if [[ $tests -eq 1 ]]; then
+  echo "== sanitizers: unit and integration tests (ASan + UBSan)"
+  ctest --test-dir "$build" --output-on-failure -j"${JOBS:-2}" \
+    ${DPOPT_SANITIZE_EXCLUDE:+-E "$DPOPT_SANITIZE_EXCLUDE"}
+fi
+if [[ $fuzz -eq 1 ]]; then
+  echo "== fuzzing: ${seconds} s per target from the committed corpus"
+  "$repo/scripts/fuzz.sh" --build-dir "$build" --seconds "$seconds"
+fi
+echo "SANITIZERS AND FUZZING CLEAN"
