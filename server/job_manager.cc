@@ -597,9 +597,17 @@ absl::StatusOr<v1::JobResult> JobManager::Result(const std::string& id) {
     return absl::DataLossError(
         absl::StrCat("result of job ", id, " is corrupt"));
   }
+  ASSIGN_OR_RETURN(std::vector<v1::TracePoint> trace, Trace(id));
+  for (v1::TracePoint& t : trace) *out.add_trace() = std::move(t);
+  return out;
+}
+
+absl::StatusOr<std::vector<v1::TracePoint>> JobManager::Trace(
+    const std::string& id) {
   ASSIGN_OR_RETURN(auto trace, db_->jobs().ListTrace(id));
-  for (const auto& t : trace) {
-    if (!out.add_trace()->ParseFromString(t.data)) {
+  std::vector<v1::TracePoint> out(trace.size());
+  for (size_t i = 0; i < trace.size(); ++i) {
+    if (!out[i].ParseFromString(trace[i].data)) {
       return absl::DataLossError(
           absl::StrCat("trace of job ", id, " is corrupt"));
     }

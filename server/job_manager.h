@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -63,6 +64,8 @@ class JobManager {
                                             absl::Duration wait);
   // FAILED_PRECONDITION unless the job SUCCEEDED.
   absl::StatusOr<v1::JobResult> Result(const std::string& id);
+  // The privatized trace points recorded so far (any state), oldest first.
+  absl::StatusOr<std::vector<v1::TracePoint>> Trace(const std::string& id);
 
   // Stops accepting jobs, cancels running ones and joins the workers.
   void Shutdown();

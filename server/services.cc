@@ -371,11 +371,25 @@ grpc::Status JobServiceImpl::WatchJob(
   *first.mutable_job() = *job;
   if (!writer->Write(first)) return grpc::Status::CANCELLED;
   if (Terminal(job->state())) return grpc::Status::OK;
+  // Replay the points recorded before this watch (released to this caller
+  // already: live on this stream and in GetJobResult), so that a late
+  // watcher (the web console) has the whole trace; live points that were
+  // also replayed are skipped below.
+  int64_t replayed_step = -1;
+  if (auto so_far = jobs_->Trace(request->id()); so_far.ok()) {
+    for (v1::TracePoint& t : *so_far) {
+      replayed_step = t.step();
+      v1::JobEvent ev;
+      *ev.mutable_trace() = std::move(t);
+      if (!writer->Write(ev)) return grpc::Status::CANCELLED;
+    }
+  }
 
   absl::Time last_poll = absl::Now();
   while (!ctx->IsCancelled()) {
     v1::JobEvent ev;
     if (sub->Next(&ev, absl::Milliseconds(250))) {
+      if (ev.has_trace() && ev.trace().step() <= replayed_step) continue;
       if (!writer->Write(ev)) return grpc::Status::CANCELLED;
       if (ev.has_job() && Terminal(ev.job().state())) return grpc::Status::OK;
       continue;

@@ -9,6 +9,7 @@
 #include "core/optim/seed003/dp_line_search.h"
 #include "server/seed000_translation.h"
 #include "server/seed001_translation.h"
+#include "server/seed004_translation.h"
 
 namespace dpopt::server {
 namespace {
@@ -416,10 +417,9 @@ absl::StatusOr<TranslatedJob> TranslateJobSpec(const v1::JobSpec& spec,
       break;
     }
     case AlgorithmSpec::kDpTuneRegularization: {
-      ASSIGN_OR_RETURN(
-          optim::seed000::DpTuneOptions o,
-          TranslateDpTune(a.dp_tune_regularization(), out.model,
-                          "algorithm.dp_tune_regularization"));
+      ASSIGN_OR_RETURN(optim::seed000::DpTuneOptions o,
+                       TranslateDpTune(a.dp_tune_regularization(), out.model,
+                                       "algorithm.dp_tune_regularization"));
       steps = o.outer_iterations;
       ASSIGN_OR_RETURN(out.algorithm, optim::seed000::NewDpTune(o));
       out.algorithm_name = "dp_tune_regularization";
@@ -441,6 +441,15 @@ absl::StatusOr<TranslatedJob> TranslateJobSpec(const v1::JobSpec& spec,
     case AlgorithmSpec::kPaSolve: {
       ASSIGN_OR_RETURN(out.algorithm,
                        TranslateSeed001(a, &out.algorithm_name, &steps));
+      break;
+    }
+    case AlgorithmSpec::kDpDda: {
+      ASSIGN_OR_RETURN(optim::seed004::DpDdaOptions o,
+                       TranslateDpDda(a.dp_dda(), out.model, spec.trace_every(),
+                                      dataset_is_public, "algorithm.dp_dda"));
+      steps = o.iterations;
+      ASSIGN_OR_RETURN(out.algorithm, optim::seed004::NewDpDda(o));
+      out.algorithm_name = "dp_dda";
       break;
     }
     case AlgorithmSpec::kGd: {

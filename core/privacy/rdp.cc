@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
 #include "core/privacy/log_math.h"
+#include "core/privacy/wor_gaussian.h"
 
 namespace dpopt::privacy {
 namespace {
@@ -78,7 +79,8 @@ double LogAFrac(double q, double z, double alpha, bool signed_series) {
 //    e^{K(a)} <= (1-g)^{a-1} (a g - g + 1) + C(a,2) g^2 (1-g)^{a-2} e^{eps(2)}
 //                + 3 sum_{l=3}^{a} C(a,l) (1-g)^{a-l} g^l e^{(l-1) eps(l)};
 //  * sampling without replacement (replace-one), Wang, Balle,
-//    Kasiviswanathan 2019, Thm. 9:
+//    Kasiviswanathan 2019, Thm. 9 (for a Gaussian inner event the tighter
+//    Thm. 27 of wor_gaussian.h is used as well, and the minimum taken):
 //    e^{K(a)} <= 1 + g^2 C(a,2) min{4 (e^{eps(2)} - 1),
 //                                  e^{eps(2)} min{2, (e^{eps(inf)} - 1)^2}}
 //                + sum_{j=3}^{a} g^j C(a,j) e^{(j-1) eps(j)}
@@ -116,10 +118,18 @@ absl::StatusOr<std::vector<double>> GenericSampledRdp(
     return log_fact[a] - log_fact[l] - log_fact[a - l];
   };
   // K[k] for k = 1..n, each a log-sum-exp of its terms.
+  // Only the integer orders the requested orders need (floor and ceiling).
+  std::vector<uint8_t> needed(n + 1, 0);
+  for (double a : orders) {
+    if (!std::isfinite(a)) continue;
+    needed[static_cast<int64_t>(std::floor(a))] = 1;
+    needed[static_cast<int64_t>(std::ceil(a))] = 1;
+  }
   std::vector<double> k_int(n + 1, 0.0);
   std::vector<double> terms;
   terms.reserve(n + 2);
   for (int64_t a = 2; a <= n; ++a) {
+    if (!needed[a]) continue;
     const double da = static_cast<double>(a);
     terms.clear();
     if (!without_replacement) {
@@ -220,8 +230,20 @@ absl::StatusOr<std::vector<double>> SampledWithoutReplacementRdp(
                        static_cast<double>(event.source_size());
   if (gamma == 0) return std::vector<double>(orders.size(), 0.0);
   if (gamma == 1) return ComputeRdp(event.inner(), orders);
-  return GenericSampledRdp(event.inner(), gamma, /*without_replacement=*/true,
-                           orders);
+  ASSIGN_OR_RETURN(std::vector<double> generic,
+                   GenericSampledRdp(event.inner(), gamma,
+                                     /*without_replacement=*/true, orders));
+  if (event.inner().kind() == DpEvent::Kind::kGaussian) {
+    // WBK19 Thm. 27 (core/privacy/wor_gaussian.h): the Gaussian-specific
+    // bound, whose terms j >= 3 vanish as z grows (Thm. 9's do not). Both
+    // are valid bounds, so their minimum is.
+    const std::vector<double> gaussian = RdpSampledWithoutReplacementGaussian(
+        gamma, event.inner().noise_multiplier(), orders);
+    for (size_t i = 0; i < orders.size(); ++i) {
+      generic[i] = std::min(generic[i], gaussian[i]);
+    }
+  }
+  return generic;
 }
 
 }  // namespace

@@ -18,6 +18,9 @@ namespace dpopt::server::console {
 namespace {
 
 constexpr auto kDeadline = std::chrono::seconds(30);
+// How long a page of a running job reads its event stream (the recorded
+// trace comes first, at once).
+constexpr auto kLiveTraceWait = std::chrono::milliseconds(300);
 
 bool Printable(const std::string& s) {
   if (s.size() > 1024) return false;
@@ -215,12 +218,13 @@ std::string SharesTable(const v1::ListLedgerResponse& ledger,
   return t.Html();
 }
 
-std::string TracePlots(const v1::JobResult& r) {
+template <typename Points>
+std::string TracePlots(const Points& trace) {
   PlotSeries loss{"public loss", {}, {}, "#1f77b4"};
   PlotSeries acc{"public accuracy", {}, {}, "#2ca02c"};
   PlotSeries iterate{"iterate norm", {}, {}, "#9467bd"};
   PlotSeries grad{"noisy gradient norm", {}, {}, "#d62728"};
-  for (const v1::TracePoint& p : r.trace()) {
+  for (const v1::TracePoint& p : trace) {
     const double step = static_cast<double>(p.step());
     if (p.has_public_eval()) {
       loss.x.push_back(step);
@@ -269,7 +273,7 @@ std::string ResultSection(const v1::JobResult& r) {
     }
     body += t.Html();
   }
-  return Section("Trace (privatized)", TracePlots(r), "trace") +
+  return Section("Trace (privatized)", TracePlots(r.trace()), "trace") +
          Section("Released model", body, "model");
 }
 
@@ -532,10 +536,25 @@ Page Pages::Job(const std::string& authorization, const std::string& id) {
     if (!s.ok()) return ErrorPage(s);
     body += ResultSection(r);
   } else if (!Terminal(j.state())) {
-    body += Section("Trace (privatized)",
-                    "<p class=\"note\">The trace plots appear when the job "
-                    "has finished; this page refreshes itself.</p>",
-                    "trace");
+    // The trace so far, from the job's event stream (which replays the
+    // recorded points first); the page polls again in 2 s.
+    std::vector<v1::TracePoint> trace;
+    auto ctx = Context(authorization);
+    ctx->set_deadline(std::chrono::system_clock::now() + kLiveTraceWait);
+    v1::WatchJobRequest wreq;
+    wreq.set_id(id);
+    auto reader = jobs_->WatchJob(ctx.get(), wreq);
+    v1::JobEvent ev;
+    while (reader->Read(&ev)) {
+      if (ev.has_trace()) trace.push_back(ev.trace());
+    }
+    reader->Finish();  // DEADLINE_EXCEEDED: the job is still running
+    body += Section(
+        "Trace so far (privatized)",
+        absl::StrCat(TracePlots(trace),
+                     "<p class=\"note\">Live: this page refreshes itself "
+                     "while the job runs.</p>"),
+        "trace");
   }
   body += "</div>";
   Page p;

@@ -61,7 +61,13 @@ std::vector<double> NiceTicks(double lo, double hi, int max_ticks) {
 namespace {
 
 std::string Num(double v) { return absl::StrFormat("%.1f", v); }
-std::string Label(double v) { return absl::StrFormat("%.4g", v); }
+// Tick labels: whole numbers in full (steps: 15000, not 1.5e+04).
+std::string Label(double v) {
+  if (v == std::floor(v) && std::abs(v) < 1e9) {
+    return absl::StrFormat("%.0f", v);
+  }
+  return absl::StrFormat("%.4g", v);
+}
 
 struct Range {
   double lo = std::numeric_limits<double>::infinity();
@@ -94,7 +100,7 @@ std::string LinePlot(const std::vector<PlotSeries>& series,
   int named = 0;
   for (const PlotSeries& s : series) named += s.name.empty() ? 0 : 1;
   // The legend is one row under the x axis label.
-  const double left = 58, right = 12, top = o.title.empty() ? 12 : 28,
+  const double left = 58, right = 24, top = o.title.empty() ? 12 : 28,
                bottom = named > 0 ? 56 : 40;
   const double pw = std::max(10.0, o.width - left - right);
   const double ph = std::max(10.0, o.height - top - bottom);

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -462,6 +463,51 @@ TEST_F(SmallDatasetTest, WatchStreamsTracesAndTheFinalState) {
   EXPECT_TRUE(reader->Finish().ok());
   EXPECT_GE(jobs, 1);
   EXPECT_EQ(last, v1::JOB_STATE_SUCCEEDED);
+}
+
+// A watcher that arrives late (the web console polls) first gets the trace
+// recorded so far, then the live points, without duplicates.
+TEST_F(SmallDatasetTest, WatchReplaysTheTraceSoFarThenGoesLive) {
+  v1::Job job;
+  v1::JobSpec spec = Spec(1.0, 1000000);
+  spec.set_trace_every(200);
+  ASSERT_TRUE(Submit(s_, spec, &job).ok());
+  v1::Job now;
+  for (int i = 0; i < 600 && now.steps_done() < 1000; ++i) {
+    grpc::ClientContext ctx;
+    v1::GetJobRequest req;
+    req.set_id(job.id());
+    ASSERT_TRUE(s_.jobs().GetJob(&ctx, req, &now).ok());
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_GE(now.steps_done(), 1000) << "the job did not get going";
+  grpc::ClientContext ctx;
+  v1::WatchJobRequest req;
+  req.set_id(job.id());
+  auto reader = s_.jobs().WatchJob(&ctx, req);
+  v1::JobEvent ev;
+  ASSERT_TRUE(reader->Read(&ev));
+  ASSERT_TRUE(ev.has_job());
+  std::vector<int64_t> steps;
+  while (reader->Read(&ev)) {
+    if (ev.has_trace()) steps.push_back(ev.trace().step());
+    // Enough once live points beyond what was recorded at the start came.
+    if (!steps.empty() && steps.back() > now.steps_done() + 1000) break;
+  }
+  ctx.TryCancel();
+  reader->Finish();
+  ASSERT_GE(steps.size(), 6u);
+  EXPECT_EQ(steps[0], 1);  // the first point, recorded before the watch
+  EXPECT_EQ(steps[1], 200);
+  for (size_t i = 1; i < steps.size(); ++i) {
+    EXPECT_LT(steps[i - 1], steps[i]) << "duplicate or out of order at " << i;
+  }
+  grpc::ClientContext cctx;
+  v1::CancelJobRequest creq;
+  creq.set_id(job.id());
+  v1::Job cancelled;
+  ASSERT_TRUE(s_.jobs().CancelJob(&cctx, creq, &cancelled).ok());
+  EXPECT_EQ(s_.WaitForJob(job.id(), 60).state(), v1::JOB_STATE_CANCELLED);
 }
 
 TEST_F(SmallDatasetTest, PublicDatasetsAllowNonPrivateBaselinesUncharged) {

@@ -72,8 +72,9 @@ TEST(LinePlotTest, SkipsNonFinitePointsAndSurvivesExtremes) {
   EXPECT_THAT(svg, Not(HasSubstr("nan")));
   EXPECT_THAT(svg, Not(HasSubstr("inf")));
   // -1e308, 1e308 and 5 at the bottom edge (y = 12 + 192), the top edge
-  // (y = 12) and the middle: no overflow of 1e308 - (-1e308).
-  EXPECT_THAT(svg, HasSubstr("points=\"58.0,204.0 253.0,12.0 448.0,108.0 \""));
+  // (y = 12) and the middle (x from 58 to 460 - 24): no overflow of
+  // 1e308 - (-1e308).
+  EXPECT_THAT(svg, HasSubstr("points=\"58.0,204.0 247.0,12.0 436.0,108.0 \""));
 }
 
 TEST(LinePlotTest, EmptyAndConstantSeries) {
@@ -86,6 +87,13 @@ TEST(LinePlotTest, EmptyAndConstantSeries) {
   EXPECT_THAT(flat, Not(HasSubstr("nan")));
   const std::string one = LinePlot({PlotSeries{"s", {7}, {1}}}, PlotOptions());
   EXPECT_THAT(one, HasSubstr("<circle"));
+}
+
+TEST(LinePlotTest, WholeNumberTicksInFull) {
+  const std::string svg =
+      LinePlot({PlotSeries{"s", {0, 15000}, {0, 1}}}, PlotOptions());
+  EXPECT_THAT(svg, HasSubstr(">15000</text>"));
+  EXPECT_THAT(svg, Not(HasSubstr("e+04")));
 }
 
 TEST(HtmlTest, EscapeAndUrlSegment) {

@@ -226,6 +226,10 @@ def test_import_arrays_round_trip(curator):
     assert (d.rows, d.dimension, d.public) == (50, 3, True)
     with pytest.raises(dpopt.InvalidRequestError):  # the name is taken
         curator.import_arrays("pytest-small", x, y, public=True)
+    assert curator.delete_dataset("pytest-small") == 0  # no job was running
+    with pytest.raises(dpopt.NotFoundError):
+        curator.dataset("pytest-small")
+    assert "pytest-small" not in {d.name for d in curator.datasets()}
 
 
 # ------------------------------------------------------------ TLS

@@ -248,13 +248,16 @@ TEST(RdpSamplingTest, PoissonSampledPureDp) {
 }
 
 TEST(RdpSamplingTest, WithoutReplacementMatchesWbkTheorem9) {
-  // Gaussian inner (replace-one sensitivity), eps(inf) = inf so both mins
-  // pick 2 / 4(e^{eps(2)} - 1) as written out here for alpha = 2, 3.
+  // Inner event with the Gaussian's curve alpha / (2 z^2) and eps(inf) = inf
+  // (a discrete Gaussian whose tau term is 0), so both mins pick
+  // 2 / 4(e^{eps(2)} - 1) as written out here for alpha = 2, 3. (A Gaussian
+  // inner event also gets the tighter Thm. 27: wor_gaussian_test.cc.)
   const int64_t n = 1000, m = 20;
   const double g = 0.02, z = 1.5;
   auto eps = [&](double a) { return a / (2 * z * z); };
-  const DpEvent e =
-      DpEvent::SampledWithoutReplacement(n, m, DpEvent::Gaussian(z));
+  ASSERT_EQ(DiscreteGaussianTau(1e6), 0.0);
+  const DpEvent e = DpEvent::SampledWithoutReplacement(
+      n, m, DpEvent::DiscreteGaussian(z, 1e6, 10));
   ASSERT_OK_AND_ASSIGN(std::vector<double> r, ComputeRdp(e, {2, 3}));
   const double k2 = std::log(
       1 + g * g * 1 * std::min(4 * std::expm1(eps(2)), 2 * std::exp(eps(2))));
@@ -263,6 +266,13 @@ TEST(RdpSamplingTest, WithoutReplacementMatchesWbkTheorem9) {
       1 + g * g * 3 * std::min(4 * std::expm1(eps(2)), 2 * std::exp(eps(2))) +
       g * g * g * 1 * std::exp(2 * eps(3)) * 2);
   EXPECT_NEAR(r[1], k3 / 2, 1e-14);
+  // The Gaussian itself is priced at most this (Thm. 27 <= Thm. 9).
+  ASSERT_OK_AND_ASSIGN(
+      std::vector<double> gauss,
+      ComputeRdp(DpEvent::SampledWithoutReplacement(n, m, DpEvent::Gaussian(z)),
+                 {2, 3}));
+  EXPECT_NEAR(gauss[0], r[0], 1e-14);
+  EXPECT_LE(gauss[1], r[1]);
   // Pure-DP inner: order inf is log(1 + g (e^eps - 1)).
   ASSERT_OK_AND_ASSIGN(std::vector<double> p,
                        ComputeRdp(DpEvent::SampledWithoutReplacement(

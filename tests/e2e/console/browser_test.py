@@ -180,7 +180,9 @@ def main():
         except dpopt.BudgetExhaustedError:
             pass
         # A long job that is still running while the pages are checked.
-        running = cur.submit(spec(0.5, steps=400000, label="long run"), wait=False)
+        long_spec = spec(0.5, steps=400000, label="long run")
+        long_spec["trace_every"] = 500
+        running = cur.submit(long_spec, wait=False)
         for _ in range(100):
             if running.refresh().state == "RUNNING":
                 break
@@ -293,10 +295,19 @@ def main():
         c.check("job spec shown as proto3 JSON", spec_json == j1.spec, str(spec_json))
 
         print("job page (curator, live)")
-        ui.open(f"/console/jobs/{running.id}", "console-job-running.png")
+        ui.open(f"/console/jobs/{running.id}")
         c.check("running job shown RUNNING with a progress bar",
                 ui.js("document.querySelector('[data-page=\"job\"]').dataset.state") == "RUNNING"
                 and ui.js("!!document.querySelector('progress')"))
+        live_points = "+(document.querySelector('#trace polyline[data-name=\"iterate norm\"]')" \
+                      " || {dataset: {points: 0}}).dataset.points"
+        n1 = browser.wait_for(f"{live_points} >= 2 && {live_points}", what="a live trace")
+        n2 = browser.wait_for(f"{live_points} > {n1} && {live_points}", timeout=20,
+                              what="the live trace plot to grow")
+        c.check("the running job's trace plot grows as the job runs", n2 > n1 >= 2,
+                f"{n1} -> {n2}")
+        if shots:
+            browser.screenshot(os.path.join(shots, "console-job-running.png"))
         running.cancel()
         browser.wait_for("document.querySelector('[data-page=\"job\"]') && "
                          "document.querySelector('[data-page=\"job\"]').dataset.state === 'CANCELLED'",

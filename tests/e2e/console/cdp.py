@@ -9,6 +9,7 @@ import base64
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -35,6 +36,7 @@ class Browser:
         if not self.binary:
             raise BrowserError("chromium not found (apt-get install chromium)")
         self.profile = tempfile.mkdtemp(prefix="dpopt-chromium.")
+        self.proc = None
         args = [self.binary, "--headless=new", "--no-sandbox", "--disable-gpu",
                 "--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check",
                 "--disable-extensions", "--disable-background-networking",
@@ -43,7 +45,17 @@ class Browser:
                 f"--user-data-dir={self.profile}", f"--window-size={width},{height}",
                 "about:blank"]
         self.log = open(os.path.join(self.profile, "chromium.log"), "w")
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        # Its own process group, so that close() also ends the renderers.
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self.ws = None
+        try:
+            self._connect(width, height)
+        except Exception:
+            self.close()
+            raise
+
+    def _connect(self, width, height):
         port_file = os.path.join(self.profile, "DevToolsActivePort")
         for _ in range(300):
             if self.proc.poll() is not None:
@@ -59,7 +71,6 @@ class Browser:
         self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=30,
                                               suppress_origin=True)
         self._id = 0
-        self.events = []
         self.call("Page.enable")
         self.call("Runtime.enable")
         self.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
@@ -80,7 +91,7 @@ class Browser:
                 if "error" in msg:
                     raise BrowserError(f"{method}: {msg['error']}")
                 return msg.get("result", {})
-            self.events.append(msg)
+            # other messages (events) are not needed
 
     def evaluate(self, expression):
         """Runs JavaScript in the page (awaiting promises); returns its value."""
@@ -119,16 +130,25 @@ class Browser:
             f.write(base64.b64decode(data["data"]))
 
     def close(self):
-        try:
-            self.ws.close()
-        except Exception:
-            pass
-        if self.proc.poll() is None:
-            self.proc.terminate()
+        if self.ws is not None:
+            try:
+                self.ws.close()
+            except Exception:
+                pass
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                break
             try:
                 self.proc.wait(timeout=10)
+                break
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
+                continue
+        try:  # renderers that outlived the browser process
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if not self.log.closed:
+            self.log.close()
         shutil.rmtree(self.profile, ignore_errors=True)
