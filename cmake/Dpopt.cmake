@@ -30,6 +30,9 @@ function(dpopt_test name)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
+  if(DPOPT_SANITIZE OR DPOPT_FUZZ)
+    math(EXPR ARG_TIMEOUT "${ARG_TIMEOUT} * 4")  # ASan/UBSan are slower
+  endif()
   set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT}
                        LABELS "${ARG_LABELS}"
                        ENVIRONMENT "DPOPT_SOURCE_DIR=${PROJECT_SOURCE_DIR}")

@@ -14,6 +14,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev libsqlite3-dev libgtest-dev libgmock-dev
   libbenchmark-dev libssl-dev nlohmann-json3-dev libcli11-dev
+  # exact samplers: MPFR certifies the Poisson skip sampler's brackets
+  libmpfr-dev libgmp-dev
   # the web console's HTTP(S) listener (server/console)
   libcpp-httplib-dev
   # sanitizer and fuzzing stage (scripts/sanitize.sh): clang, libFuzzer,

@@ -3,7 +3,9 @@
 #   unit + integration tests (ctest), the CLI end-to-end user flow with real
 #   processes (incl. SIGKILL + restart), the Python/Node interop clients, and
 #   the Docker end-to-end test (skipped, with a message, when no Docker
-#   engine is running).
+#   engine is running), then the sanitizer stage: a clang ASan+UBSan build,
+#   the tests under it and a 20 s libFuzzer run per target
+#   (scripts/sanitize.sh).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$repo/build}"
@@ -23,5 +25,8 @@ echo "== end-to-end: external clients (Python, Node)"
 
 echo "== end-to-end: Docker image"
 "$repo/tests/e2e/docker/run.sh" "$build/client/dpopt"
+
+echo "== sanitizers (ASan + UBSan) and fuzzing"
+BUILD_DIR="${SANITIZE_BUILD_DIR:-$repo/build-san}" "$repo/scripts/sanitize.sh"
 
 echo "ALL TESTS PASSED"

@@ -5,8 +5,9 @@
 // Gaussian gradient release (issue 2; design.md §5), for a query (q, C, z)
 // on the public row count n:
 //   1. Poisson sampling by the server: each row is included independently
-//      with probability exactly q (PoissonSampler: lazy comparison of a
-//      uniform's binary digits with q's, ~3 random bits per row at q = 0.01).
+//      with probability exactly q (noise::PoissonSampler: below q = 1/8
+//      geometric skips plus an exact thinning, O(batch) time; above, a lazy
+//      comparison of a uniform's binary digits with q's per row).
 //      q == 1 uses every row, no draws.
 //   2. Per-example L2 clipping to C, enforced here whatever the client asked:
 //      g_i <- g_i * min(1, C / ||g_i||_2).

