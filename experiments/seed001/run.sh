@@ -3,8 +3,9 @@
 # Figs. 1-3, plus the epsilon sweep of spec §5.3) through dpopt's gRPC API.
 #
 # Usage: experiments/seed001/run.sh [--build-dir DIR] [--runs N] [--quick]
-#   --build-dir DIR  CMake build dir (default: build-seed001 of the repo;
-#                    configured and built with ninja -j2 if binaries are missing)
+#   --build-dir DIR  CMake build dir (default: build of the repo, as
+#                    scripts/build.sh makes it; configured and built with
+#                    ninja -j2 if the binaries are missing)
 #   --runs N         runs per point (default 200; the paper used 1000)
 #   --quick          tiny smoke grid (5 runs); writes to a temp dir, not to the
 #                    committed results
@@ -19,7 +20,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-build_dir="$repo/build-seed001"
+build_dir="$repo/build"
 runs=200
 quick=0
 while [[ $# -gt 0 ]]; do
@@ -27,7 +28,7 @@ while [[ $# -gt 0 ]]; do
     --build-dir) build_dir="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --quick) quick=1; shift ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "seed001: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -43,7 +44,7 @@ server_bin="$build_dir/server/dpopt-server"
 cli_bin="$build_dir/client/dpopt"
 if [[ ! -x "$server_bin" || ! -x "$cli_bin" ]]; then
   echo "seed001: building dpopt-server and dpopt in $build_dir"
-  cmake -S "$repo" -B "$build_dir" -G Ninja >/dev/null
+  cmake -S "$repo" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   ninja -C "$build_dir" -j2 dpopt-server dpopt
 fi
 

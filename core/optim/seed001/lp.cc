@@ -20,13 +20,23 @@ absl::Mutex& GlpkMutex() {
 }
 
 // One GLPK problem object. REQUIRES: GlpkMutex() held for its whole life.
+// GLPK keeps its environment (memory pool, terminal hooks) in thread-local
+// storage, created by the first call on a thread. Jobs run on worker threads
+// that end, so the destructor frees the environment too (glp_free_env; the
+// next problem on this thread creates a fresh one, a few microseconds): no
+// GLPK memory outlives a solve, and no problem object is alive elsewhere
+// because every GLPK call in dpopt runs under the mutex, inside one
+// GlpkProblem's life.
 class GlpkProblem {
  public:
   GlpkProblem() {
     glp_term_out(GLP_OFF);
     lp_ = glp_create_prob();
   }
-  ~GlpkProblem() { glp_delete_prob(lp_); }
+  ~GlpkProblem() {
+    glp_delete_prob(lp_);
+    glp_free_env();
+  }
   GlpkProblem(const GlpkProblem&) = delete;
   GlpkProblem& operator=(const GlpkProblem&) = delete;
 

@@ -10,7 +10,9 @@
 //
 // GLPK keeps global state per thread and can print to stdout: every call
 // here runs under one process-wide mutex with terminal output switched off,
-// so nothing (least of all a private offset) reaches the logs.
+// so nothing (least of all a private offset) reaches the logs, and the
+// thread's GLPK environment is freed after every solve (no memory outlives
+// it on job threads).
 //
 // Offsets are normalised before solving (shift invariance, spec §3 Lemma 18
 // remark: f(x; b + c 1) = f(x; b) + c): b_i - max_j b_j, raised to at least
