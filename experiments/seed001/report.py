@@ -63,6 +63,14 @@ def plot(rows, key, xlabel, fname, title, logx=True, keys=None):
             label="regular subgradient (non-private)")
     if logx:
         ax.set_xscale("log")
+    # M_S raw and the large-c points span four decades: then symlog keeps the
+    # small differences near the optimum visible (linear within +-1).
+    means = [r[k]["mean"] for r in rows for k, _ in LABELS
+             if k in r and "mean" in r[k] and (keys is None or k in keys)]
+    if max(means) > 20:
+        ax.set_yscale("symlog", linthresh=1.0)
+        lowest = min([r["base"]["f_opt"] for r in rows] + means)
+        ax.set_ylim(bottom=min(0.0, lowest) - 0.5)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("f(x; b)  (mean ± 2 SE)")
     ax.set_title(title, fontsize=10)
