@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "client/common.h"
 #include "client/flags.h"
+#include "client/max_affine.h"
 #include "dpopt/v1/dpopt.grpc.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -84,6 +85,11 @@ int DatasetImport(const ParsedArgs& a, const Globals& g) {
   } else {
     return UsageError("--relation must be add-remove or replace-one");
   }
+  if (a.Has("polytope") && a.Has("relation")) {
+    return UsageError(
+        "a max-affine problem has its own relation (l-infinity on the "
+        "offsets): drop --relation");
+  }
   const std::string labels = a.Get("labels", "binary");
   if (labels == "binary") {
     h.set_label_type(pb::LABEL_TYPE_BINARY);
@@ -120,6 +126,9 @@ int DatasetImport(const ParsedArgs& a, const Globals& g) {
     }
   }
   h.set_description(a.Get("description"));
+  if (absl::Status s = ApplyMaxAffineFlags(a, &h); !s.ok()) {
+    return UsageError(s);
+  }
 
   auto file = ReadFile(a.positional()[1]);
   if (!file.ok()) return UsageError(file.status());
@@ -210,7 +219,10 @@ int DatasetShow(const ParsedArgs& a, const Globals& g) {
       d.sparse() ? "sparse" : "dense",
       d.nonzeros() > 0 ? absl::StrCat(" (", d.nonzeros(), " nonzeros)") : "",
       labels,
-      d.relation() == pb::REPLACE_ONE ? "replace-one" : "add/remove one row");
+      d.relation() == pb::REPLACE_ONE    ? "replace-one"
+      : d.relation() == pb::LINF_OFFSETS ? "l-infinity on the offsets"
+                                         : "add/remove one row");
+  PrintMaxAffine(d);
   if (d.bounds().row_norm_bound() > 0) {
     std::cout << "  row norm   <= " << Num(d.bounds().row_norm_bound()) << "\n";
   }
@@ -249,7 +261,17 @@ std::vector<Command> DatasetCommands() {
         {"row-norm-bound", false, "declared public bound on row L2 norms", "B"},
         {"feature-bounds", false, "declared bounds LO:HI for every feature",
          "LO:HI"},
-        {"description", false, "free-text description", "TEXT"}},
+        {"description", false, "free-text description", "TEXT"},
+        {"polytope", false,
+         "seed 001: import the CSV as a max-affine problem (feature columns "
+         "= public slopes, label column = private offsets) over the polytope "
+         "in FILE (JSON {\"lower\": [...], \"upper\": [...]}, optional "
+         "\"hMatrix\", \"hVector\"); needs --b-max",
+         "FILE"},
+        {"b-max", false,
+         "seed 001: public bound on how far any offset may move (the "
+         "l-infinity relation's radius)",
+         "B"}},
        DatasetImport},
       {"dataset list",
        "",

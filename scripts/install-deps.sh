@@ -25,6 +25,8 @@ packages=(
   # sanitizer and fuzzing stage (scripts/sanitize.sh): clang, libFuzzer,
   # ASan/UBSan runtimes; openssl makes the test certificates
   clang libclang-rt-14-dev openssl
+  # seed 001: GLPK (LP solver) and GMP (exact vector Laplace noise)
+  libglpk-dev libgmp-dev
   # tests, interop clients and plots
   python3 python3-grpcio python3-protobuf python3-numpy python3-matplotlib
   sqlite3 procps

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
 #include "server/proto_util.h"
+#include "server/seed001_translation.h"
 
 namespace dpopt::server {
 namespace {
@@ -82,7 +83,30 @@ absl::StatusOr<storage::ImportOptions> ToImportOptions(
   }
   o.description = h.description();
   o.feature_names.assign(h.feature_names().begin(), h.feature_names().end());
+  RETURN_IF_ERROR(ApplyMaxAffineHeader(h, &o));  // seed 001
   return o;
+}
+
+privacy::Relation RelationOf(const storage::DatasetRecord& r) {
+  if (r.relation == storage::kRelationReplaceOne) {
+    return privacy::Relation::kReplaceOne;
+  }
+  if (r.relation == storage::kRelationLinfOffsets) {
+    return privacy::Relation::kLinfOffsets;
+  }
+  return privacy::Relation::kAddRemove;
+}
+
+v1::NeighbouringRelation RelationProto(const storage::DatasetRecord& r) {
+  switch (RelationOf(r)) {
+    case privacy::Relation::kReplaceOne:
+      return v1::REPLACE_ONE;
+    case privacy::Relation::kLinfOffsets:
+      return v1::LINF_OFFSETS;
+    case privacy::Relation::kAddRemove:
+      break;
+  }
+  return v1::ADD_REMOVE;
 }
 
 }  // namespace
@@ -101,9 +125,7 @@ absl::StatusOr<privacy::BudgetConfig> DatasetManager::BudgetConfigOf(
   c.filter = r.budget_filter == storage::kFilterBasic
                  ? privacy::FilterKind::kBasic
                  : privacy::FilterKind::kRdp;
-  c.relation = r.relation == storage::kRelationReplaceOne
-                   ? privacy::Relation::kReplaceOne
-                   : privacy::Relation::kAddRemove;
+  c.relation = RelationOf(r);
   RETURN_IF_ERROR(c.Validate());
   return c;
 }
@@ -116,9 +138,8 @@ optim::PublicDatasetInfo DatasetManager::PublicInfoOf(
   info.label_kind = r.label_kind;
   info.num_classes = r.num_classes;
   info.row_norm_bound = r.bounds.row_norm_bound.value_or(0.0);
-  info.relation = r.relation == storage::kRelationReplaceOne
-                      ? privacy::Relation::kReplaceOne
-                      : privacy::Relation::kAddRemove;
+  info.relation = RelationOf(r);
+  info.problem_json = r.problem_json;
   return info;
 }
 
@@ -161,8 +182,10 @@ absl::StatusOr<v1::DatasetInfo> DatasetManager::Info(
                           : v1::DATASET_FORMAT_LIBSVM);
   d.set_label_type(ToProto(r.label_kind));
   d.set_num_classes(r.num_classes);
-  d.set_relation(r.relation == storage::kRelationReplaceOne ? v1::REPLACE_ONE
-                                                            : v1::ADD_REMOVE);
+  d.set_relation(RelationProto(r));
+  if (!r.problem_json.empty()) {
+    ASSIGN_OR_RETURN(*d.mutable_max_affine(), MaxAffineInfoOf(r.problem_json));
+  }
   for (double v : r.bounds.lower) d.mutable_bounds()->add_lower(v);
   for (double v : r.bounds.upper) d.mutable_bounds()->add_upper(v);
   d.mutable_bounds()->set_row_norm_bound(r.bounds.row_norm_bound.value_or(0));
@@ -190,6 +213,17 @@ absl::StatusOr<v1::DatasetInfo> DatasetManager::Import(
                    ? privacy::FilterKind::kBasic
                    : privacy::FilterKind::kRdp;
     RETURN_IF_ERROR(c.Validate());
+  }
+  if (header.has_max_affine()) {
+    // Seed 001: describe the problem from the parsed slopes (public), then
+    // store rows and description in one transaction.
+    ASSIGN_OR_RETURN(storage::ParsedRows rows,
+                     storage::ParseDatasetFile(options, file_bytes));
+    ASSIGN_OR_RETURN(options.problem_json,
+                     DescribeMaxAffine(header.max_affine(), rows));
+    ASSIGN_OR_RETURN(storage::DatasetRecord r,
+                     db_->datasets().ImportParsed(options, rows));
+    return Info(r);
   }
   ASSIGN_OR_RETURN(storage::DatasetRecord r,
                    db_->datasets().Import(options, file_bytes));

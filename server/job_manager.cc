@@ -16,6 +16,7 @@
 #include "core/optim/objective.h"
 #include "core/privacy/privacy_filter.h"
 #include "server/proto_util.h"
+#include "server/seed001_translation.h"
 #include "server/spec_translation.h"
 
 namespace dpopt::server {
@@ -147,6 +148,17 @@ absl::StatusOr<JobManager::Prepared> JobManager::Prepare(
   if (options_.dda_mpi.has_value()) env.dda_mpi = &*options_.dda_mpi;
   ASSIGN_OR_RETURN(p.job, TranslateJobSpec(spec, p.dataset.is_public,
                                            p.dataset.num_classes, env));
+  // Seed 001: max-affine problems and their job types belong together (no
+  // other algorithm is analysed under the l-infinity offset relation).
+  const bool max_affine = !p.dataset.problem_json.empty();
+  if (IsSeed001(spec.algorithm()) != max_affine) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset ", p.dataset.name,
+        max_affine ? " is a max-affine problem: only the pa_* job types run "
+                     "on it"
+                   : " is not a max-affine problem: the pa_* job types need "
+                     "one"));
+  }
   if (p.job.evaluable_model &&
       optim::RequiredLabelKind(p.job.model.loss) != p.dataset.label_kind) {
     return absl::InvalidArgumentError(
@@ -504,7 +516,7 @@ absl::Status JobManager::RunJob(const std::string& job_id, const Prepared& p,
   model->set_dimension(result.model.dimension);
   model->set_num_classes(result.model.num_classes);
   model->set_loss(p.job.evaluable_model ? ProtoLossName(result.model.loss)
-                                        : "bilevel_outer_variable");
+                                        : p.job.output_name);
   for (const optim::ReleasedOutput& r : result.released) {
     v1::ReleasedOutput* o = out.add_released();
     o->set_name(r.name);

@@ -8,6 +8,7 @@
 #include "core/optim/seed002/accelerated.h"
 #include "core/optim/seed003/dp_line_search.h"
 #include "server/seed000_translation.h"
+#include "server/seed001_translation.h"
 #include "server/seed004_translation.h"
 
 namespace dpopt::server {
@@ -261,13 +262,14 @@ absl::StatusOr<TranslatedJob> TranslateJobSpec(
   }
   const AlgorithmSpec& a = spec.algorithm();
   TranslatedJob out;
-  out.evaluable_model = !IsSeed000(a) || Seed000UsesModel(a);
+  out.evaluable_model = (!IsSeed000(a) || Seed000UsesModel(a)) && !IsSeed001(a);
+  if (IsSeed001(a)) out.output_name = "max_affine_decision";
   if (out.evaluable_model && !spec.has_model()) {
     return absl::InvalidArgumentError("model is required");
   }
   if (!out.evaluable_model && spec.has_model()) {
     return absl::InvalidArgumentError(
-        "this algorithm takes no model: its bilevel problem defines it");
+        "this algorithm takes no model: its problem defines it");
   }
   if (spec.trace_every() < 0) {
     return absl::InvalidArgumentError("trace_every must be >= 0");
@@ -277,8 +279,9 @@ absl::StatusOr<TranslatedJob> TranslateJobSpec(
                                                dataset_num_classes));
   }
 
-  const bool non_private_algorithm =
-      a.algorithm_case() == AlgorithmSpec::kGd || Seed000IsNonPrivate(a);
+  const bool non_private_algorithm = a.algorithm_case() == AlgorithmSpec::kGd ||
+                                     Seed000IsNonPrivate(a) ||
+                                     Seed001IsNonPrivate(a);
   if (non_private_algorithm) {
     if (!dataset_is_public) {
       return absl::PermissionDeniedError(
@@ -429,6 +432,15 @@ absl::StatusOr<TranslatedJob> TranslateJobSpec(
       steps = static_cast<int64_t>(o.EffectiveGrid().size());
       ASSIGN_OR_RETURN(out.algorithm, optim::seed000::NewDpGridSearch(o));
       out.algorithm_name = "dp_grid_search";
+      break;
+    }
+    case AlgorithmSpec::kPaPerturbProblem:
+    case AlgorithmSpec::kPaPerturbSolution:
+    case AlgorithmSpec::kPaExponential:
+    case AlgorithmSpec::kPaSubgradient:
+    case AlgorithmSpec::kPaSolve: {
+      ASSIGN_OR_RETURN(out.algorithm,
+                       TranslateSeed001(a, &out.algorithm_name, &steps));
       break;
     }
     case AlgorithmSpec::kDpDda: {

@@ -28,6 +28,8 @@ struct TranslatedJob {
   // dataset). False for seed 000's dp_bilevel*, whose catalogue problem
   // defines the released variable (no evaluate_on, labels unused).
   bool evaluable_model = true;
+  // Model.loss of the result when evaluable_model is false.
+  std::string output_name = "bilevel_outer_variable";
 };
 
 // What this server can run beyond the in-process engine (from its flags).

@@ -413,9 +413,21 @@ absl::Status ImportOptions::Validate() const {
     return absl::InvalidArgumentError(
         "budget_filter must be \"rdp\" or \"basic\"");
   }
-  if (relation != kRelationAddRemove && relation != kRelationReplaceOne) {
+  if (relation != kRelationAddRemove && relation != kRelationReplaceOne &&
+      relation != kRelationLinfOffsets) {
     return absl::InvalidArgumentError(
-        "relation must be \"add_remove\" or \"replace_one\"");
+        "relation must be \"add_remove\", \"replace_one\" or "
+        "\"linf_offsets\"");
+  }
+  if ((relation == kRelationLinfOffsets) != !problem_json.empty()) {
+    return absl::InvalidArgumentError(
+        "the linf_offsets relation belongs to max-affine problems (and they "
+        "have no other relation)");
+  }
+  if (!problem_json.empty() &&
+      (format != DatasetFormat::kCsv || label_kind != LabelKind::kReal)) {
+    return absl::InvalidArgumentError(
+        "a max-affine problem is a CSV file with a real offset column");
   }
   switch (label_kind) {
     case LabelKind::kBinary:

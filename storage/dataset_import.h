@@ -45,6 +45,9 @@ inline constexpr absl::string_view kFilterRdp = "rdp";
 inline constexpr absl::string_view kFilterBasic = "basic";
 inline constexpr absl::string_view kRelationAddRemove = "add_remove";
 inline constexpr absl::string_view kRelationReplaceOne = "replace_one";
+// Seed 001's l-infinity relation on the offsets of a max-affine problem
+// (spec seed-001 §1.3): only datasets with a problem description.
+inline constexpr absl::string_view kRelationLinfOffsets = "linf_offsets";
 
 // Curator-declared public bounds on the data. Every imported row is checked
 // against them (INVALID_ARGUMENT on violation); they are stored with the
@@ -98,6 +101,11 @@ struct ImportOptions {
   int64_t csv_label_column = -1;
 
   DeclaredBounds bounds;
+  // Public description of a structured problem stored with the rows (seed
+  // 001's max-affine problems: JSON written by the server, stored and
+  // returned as is). Non-empty iff relation == "linf_offsets"; such datasets
+  // are dense CSV with real labels.
+  std::string problem_json;
   std::string description;  // at most kMaxDescriptionBytes
   // Empty, or exactly `dimension` names of at most kMaxFeatureNameBytes each.
   std::vector<std::string> feature_names;

@@ -22,7 +22,8 @@ constexpr char kSelectColumns[] =
     "SELECT id, name, num_rows, dimension, nonzeros, is_public, sparse, "
     "format, label_kind, num_classes, relation, epsilon_budget, "
     "delta_budget, budget_filter, lower_bounds, upper_bounds, "
-    "row_norm_bound, description, created_at, deleted_at FROM datasets ";
+    "row_norm_bound, description, created_at, deleted_at, problem "
+    "FROM datasets ";
 
 absl::Status Corrupt(absl::string_view name, absl::string_view what) {
   return absl::DataLossError(
@@ -63,6 +64,7 @@ absl::StatusOr<DatasetRecord> ReadRecord(Connection& conn, Statement& st) {
   r.description = st.ColumnText(17);
   r.created_at_micros = st.ColumnInt64(18);
   r.deleted_at_micros = st.ColumnInt64(19);
+  r.problem_json = st.ColumnText(20);
 
   ASSIGN_OR_RETURN(Statement names,
                    conn.Prepare("SELECT idx, name FROM dataset_features WHERE "
@@ -158,6 +160,12 @@ absl::StatusOr<DatasetRecord> DatasetStore::Import(
   // Parse and validate outside the lock; nothing is written unless the whole
   // file is valid.
   ASSIGN_OR_RETURN(ParsedRows rows, ParseDatasetFile(options, file_bytes));
+  return ImportParsed(options, rows);
+}
+
+absl::StatusOr<DatasetRecord> DatasetStore::ImportParsed(
+    const ImportOptions& options, const ParsedRows& rows) {
+  RETURN_IF_ERROR(options.Validate());
   std::vector<std::string> feature_names = options.feature_names;
   if (feature_names.empty()) feature_names = rows.header_names;
   const int block_rows = db_.options().block_rows;
@@ -185,8 +193,8 @@ absl::StatusOr<DatasetRecord> DatasetStore::Import(
             "is_public, sparse, format, label_kind, num_classes, "
             "relation, epsilon_budget, delta_budget, budget_filter, "
             "lower_bounds, upper_bounds, row_norm_bound, description, "
-            "created_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-            "?, ?, ?, ?, ?)"));
+            "created_at, problem) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+            "?, ?, ?, ?, ?, ?, ?)"));
     RETURN_IF_ERROR(insert.BindText(1, options.name));
     RETURN_IF_ERROR(insert.BindInt64(2, rows.rows));
     RETURN_IF_ERROR(insert.BindInt64(3, rows.dimension));
@@ -216,6 +224,7 @@ absl::StatusOr<DatasetRecord> DatasetStore::Import(
     }
     RETURN_IF_ERROR(insert.BindText(17, options.description));
     RETURN_IF_ERROR(insert.BindInt64(18, internal::NowMicros()));
+    RETURN_IF_ERROR(insert.BindText(19, options.problem_json));
     RETURN_IF_ERROR(insert.Run());
     const int64_t id = conn.LastInsertRowId();
 

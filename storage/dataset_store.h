@@ -34,11 +34,15 @@ struct DatasetRecord {
   DatasetFormat format = DatasetFormat::kLibsvm;
   LabelKind label_kind = LabelKind::kBinary;
   int num_classes = 2;        // 0 for kReal
-  std::string relation;       // kRelationAddRemove or kRelationReplaceOne
+  std::string relation;       // kRelationAddRemove, kRelationReplaceOne or
+                              // kRelationLinfOffsets
   double epsilon_budget = 0;  // 0 for public datasets
   double delta_budget = 0;
   std::string budget_filter;  // kFilterRdp or kFilterBasic
   DeclaredBounds bounds;
+  // Public description of a structured problem (ImportOptions); empty for
+  // ordinary datasets.
+  std::string problem_json;
   std::vector<std::string> feature_names;  // empty or `dimension` names
   std::string description;
   int64_t created_at_micros = 0;  // unix time
@@ -65,6 +69,10 @@ class DatasetStore {
   // UNAVAILABLE if the database is busy.
   absl::StatusOr<DatasetRecord> Import(const ImportOptions& options,
                                        absl::string_view file_bytes);
+  // The same for rows already parsed by ParseDatasetFile(options, ...)
+  // (callers that derive public metadata from the parsed rows first).
+  absl::StatusOr<DatasetRecord> ImportParsed(const ImportOptions& options,
+                                             const ParsedRows& rows);
 
   // NOT_FOUND if no dataset has this name or it was deleted.
   absl::StatusOr<DatasetRecord> Get(absl::string_view name);

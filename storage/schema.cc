@@ -177,6 +177,13 @@ constexpr char kV3[] = R"sql(
 ALTER TABLE datasets ADD COLUMN deleted_at INTEGER NOT NULL DEFAULT 0;
 )sql";
 
+// Version 4 (seed 001): the public description of a structured problem
+// (max-affine problems: polytope, b_max, derived bounds; JSON), empty for
+// ordinary datasets.
+constexpr char kV4[] = R"sql(
+ALTER TABLE datasets ADD COLUMN problem TEXT NOT NULL DEFAULT '';
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& SchemaMigrations() {
@@ -184,6 +191,7 @@ const std::vector<Migration>& SchemaMigrations() {
       {1, kV1},
       {2, kV2},
       {3, kV3},
+      {4, kV4},
   };
   return *kMigrations;
 }

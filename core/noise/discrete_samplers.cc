@@ -152,6 +152,17 @@ Dyadic RoundUpToDyadic(double x) {
   return d;
 }
 
+Dyadic RoundDownToDyadic(double x) {
+  constexpr int kRateBits = 24;
+  constexpr int kMaxRateExponent = 62;
+  int e = 0;
+  std::frexp(x, &e);  // x in [2^(e-1), 2^e)
+  Dyadic d;
+  d.exponent = std::max(0, std::min(kMaxRateExponent, kRateBits - e));
+  d.mantissa = static_cast<uint64_t>(std::floor(std::ldexp(x, d.exponent)));
+  return d;
+}
+
 // ---------------------------------------------------------------------------
 // Discrete Laplace.
 

@@ -88,6 +88,11 @@ absl::Status CheckScale(double scale, const char* name);
 // Smallest M * 2^-F >= x with M < 2^24 (or F = 0). REQUIRES: x finite > 0.
 Dyadic RoundUpToDyadic(double x);
 
+// Largest M * 2^-F <= x with M < 2^24 and F <= 62; mantissa 0 if x is below
+// 2^-62. REQUIRES: x finite > 0. (Rates of exact samplers are rounded down:
+// a smaller rate only adds privacy.)
+Dyadic RoundDownToDyadic(double x);
+
 // Discrete Laplace: P(x) proportional to exp(-|x| / b) on the integers.
 class DiscreteLaplaceSampler {
  public:

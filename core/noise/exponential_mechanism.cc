@@ -18,19 +18,7 @@ namespace {
 constexpr int kGridBits = 20;
 constexpr double kMaxGridUnits = 0x1.0p60;
 constexpr double kRoundUp = 1 + 0x1.0p-48;
-constexpr int kRateBits = 24;
 constexpr int kMaxRateExponent = 62;
-
-// Largest M * 2^-F <= x with M < 2^24 and F <= kMaxRateExponent; mantissa 0
-// if x is below 2^-kMaxRateExponent.
-Dyadic RoundDownToDyadic(double x) {
-  int e = 0;
-  std::frexp(x, &e);  // x in [2^(e-1), 2^e)
-  Dyadic d;
-  d.exponent = std::max(0, std::min(kMaxRateExponent, kRateBits - e));
-  d.mantissa = static_cast<uint64_t>(std::floor(std::ldexp(x, d.exponent)));
-  return d;
-}
 
 }  // namespace
 

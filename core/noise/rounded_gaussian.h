@@ -66,6 +66,12 @@ class LazyUniform {
   bool LessThan(RandomBits& bits, LazyUniform& other);
   // True iff this < num/den. REQUIRES: 0 < den < 2^127, num <= den.
   bool LessThanRational(RandomBits& bits, uint128 num, uint128 den);
+  // Digits [64 w, 64 w + 64) as an integer (word 0 is Prefix64()).
+  // REQUIRES: w >= 0.
+  uint64_t Word(RandomBits& bits, int64_t w) {
+    Digit(bits, 64 * w + 63);
+    return words_[w];
+  }
   // The first n <= 64 digits as an integer.
   uint64_t Prefix(RandomBits& bits, int n) {
     return n == 0 ? 0 : Prefix64(bits) >> (64 - n);

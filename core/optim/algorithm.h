@@ -50,6 +50,10 @@ struct PublicDatasetInfo {
   // Curator-declared bound on ||x_i||_2; 0 = none declared.
   double row_norm_bound = 0;
   privacy::Relation relation = privacy::Relation::kAddRemove;
+  // Public description of a structured problem stored with the dataset
+  // (seed 001's max-affine problems, core/optim/seed001/problem.h); empty
+  // for ordinary datasets.
+  std::string problem_json;
 };
 
 struct PrivacyTarget {
@@ -89,6 +93,9 @@ struct Calibration {
   privacy::DpEvent event;
   // The neighbouring relation `event` was analysed under.
   privacy::Relation relation = privacy::Relation::kAddRemove;
+  // PublicDatasetInfo::problem_json the calibration was made for (seed 001
+  // runs on it); empty otherwise.
+  std::string problem_json;
 };
 
 // Per-iteration summary handed to the callback. Everything here is

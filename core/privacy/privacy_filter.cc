@@ -483,7 +483,8 @@ absl::Status BudgetConfig::Validate() const {
   if (filter != FilterKind::kRdp && filter != FilterKind::kBasic) {
     return absl::InvalidArgumentError("unknown filter kind");
   }
-  if (relation != Relation::kAddRemove && relation != Relation::kReplaceOne) {
+  if (relation != Relation::kAddRemove && relation != Relation::kReplaceOne &&
+      relation != Relation::kLinfOffsets) {
     return absl::InvalidArgumentError("unknown relation");
   }
   return absl::OkStatus();
@@ -499,20 +500,38 @@ absl::StatusOr<std::unique_ptr<PrivacyFilter>> PrivacyFilter::Create(
 }
 
 std::string RelationName(Relation relation) {
-  return relation == Relation::kReplaceOne ? "replace_one" : "add_remove";
+  switch (relation) {
+    case Relation::kReplaceOne:
+      return "replace_one";
+    case Relation::kLinfOffsets:
+      return "linf_offsets";
+    case Relation::kAddRemove:
+      break;
+  }
+  return "add_remove";
 }
 
 absl::StatusOr<Relation> ParseRelation(absl::string_view name) {
   if (name == "add_remove") return Relation::kAddRemove;
   if (name == "replace_one") return Relation::kReplaceOne;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown relation '", name, "' (expected add_remove or replace_one)"));
+  if (name == "linf_offsets") return Relation::kLinfOffsets;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown relation '", name,
+                   "' (expected add_remove, replace_one or linf_offsets)"));
 }
 
 absl::StatusOr<DpEvent> ConvertToRelation(const DpEvent& event, Relation from,
                                           Relation to) {
   RETURN_IF_ERROR(event.Validate());
   if (from == to) return event;
+  if (from == Relation::kLinfOffsets || to == Relation::kLinfOffsets) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "an event analysed under the ", RelationName(from),
+        " relation cannot be charged to a dataset whose relation is ",
+        RelationName(to),
+        " (no proven conversion; seed 001's l-infinity "
+        "offset relation is never mixed with the others)"));
+  }
   if (from == Relation::kReplaceOne) {
     return absl::FailedPreconditionError(
         "an event analysed under replace-one cannot be charged to an "

@@ -60,7 +60,12 @@
 namespace dpopt::privacy {
 
 enum class FilterKind { kRdp, kBasic };
-enum class Relation { kAddRemove, kReplaceOne };
+// kLinfOffsets: seed 001's relation (spec seed-001 §1.3) on max-affine
+// problems: public slopes, private offsets b, Adj(b, b') iff
+// max_i |b_i - b'_i| <= b_max (a public, curator-declared radius). Events
+// analysed under it (pure epsilon-DP mechanisms) are charged only to
+// datasets declared with it, and no other relation converts to or from it.
+enum class Relation { kAddRemove, kReplaceOne, kLinfOffsets };
 
 struct BudgetConfig {
   double epsilon = 0;
@@ -113,7 +118,7 @@ class PrivacyFilter {
       const std::vector<std::string>& existing) const = 0;
 };
 
-// "add_remove" / "replace_one".
+// "add_remove" / "replace_one" / "linf_offsets".
 std::string RelationName(Relation relation);
 absl::StatusOr<Relation> ParseRelation(absl::string_view name);
 
@@ -123,8 +128,9 @@ absl::StatusOr<Relation> ParseRelation(absl::string_view name);
 // multipliers of (discrete) Gaussian and Laplace mechanisms are halved
 // (sensitivity doubles by the triangle inequality), pure epsilons double, and
 // EpsilonDelta(eps, delta) becomes (2 eps, (1 + e^eps) delta) (Dwork & Roth
-// 2014, Thm. 2.2 / Vadhan 2017, Lemma 2.2). Sampling wrappers, and replace-one
-// -> add/remove, have no proven conversion here: FAILED_PRECONDITION.
+// 2014, Thm. 2.2 / Vadhan 2017, Lemma 2.2). Sampling wrappers, replace-one
+// -> add/remove, and any conversion to or from kLinfOffsets have no proven
+// conversion here: FAILED_PRECONDITION.
 absl::StatusOr<DpEvent> ConvertToRelation(const DpEvent& event, Relation from,
                                           Relation to);
 

@@ -75,6 +75,51 @@ v1::ImportHeader Header(const std::string& name, v1::LabelType labels,
   return h;
 }
 
+// Seed 001: slopes a_i (5 columns, public, |a| <= 1 with subnormals and
+// -0) and extreme offsets b_i (last column, private).
+std::string ExtremeMaxAffineCsv() {
+  const std::vector<std::string> offsets = {"1e308",
+                                            "-1.7976931348623157e308",
+                                            "4.9406564584124654e-324",
+                                            "-0",
+                                            "1.7976931348623157e308",
+                                            "-1e308",
+                                            "1e-310",
+                                            "0.5"};
+  std::string out;
+  for (int i = 0; i < 24; ++i) {
+    for (int j = 0; j < 5; ++j) {
+      const int k = (i * 5 + j) % 7;
+      absl::StrAppend(&out,
+                      k == 0   ? "-0"
+                      : k == 1 ? "4.9406564584124654e-324"
+                               : absl::StrFormat("%.3f", (k - 4) / 3.0),
+                      ",");
+    }
+    absl::StrAppend(&out, offsets[i % offsets.size()], "\n");
+  }
+  return out;
+}
+
+v1::ImportHeader MaxAffineHeader(const std::string& name, bool is_public) {
+  v1::ImportHeader h;
+  h.set_name(name);
+  h.set_format(v1::DATASET_FORMAT_CSV);
+  h.set_dimension(5);
+  h.set_label_last(true);
+  h.set_public_(is_public);
+  if (!is_public) {
+    h.set_epsilon_budget(1e6);
+    h.set_delta_budget(1e-3);
+  }
+  h.mutable_max_affine()->set_b_max(1.0);
+  for (int j = 0; j < 5; ++j) {
+    h.mutable_max_affine()->mutable_polytope()->add_lower(-1);
+    h.mutable_max_affine()->mutable_polytope()->add_upper(1);
+  }
+  return h;
+}
+
 struct JobCase {
   std::string dataset;  // "bin", "multi" or "real"
   std::string model;
@@ -162,6 +207,16 @@ class TotalityTest : public ::testing::Test {
                        ExtremeLibsvm(real, dim))
               .ok());
     }
+    // Seed 001 max-affine problems: extreme PRIVATE offsets (the slopes are
+    // public and limited at import), private and public copies.
+    for (bool is_public : {false, true}) {
+      ASSERT_TRUE(server_
+                      ->Import(MaxAffineHeader(is_public ? "maxaffine-public"
+                                                         : "maxaffine-small",
+                                               is_public),
+                               ExtremeMaxAffineCsv())
+                      .ok());
+    }
     // Public evaluation set with the same extreme rows.
     ASSERT_TRUE(
         server_
@@ -231,6 +286,10 @@ TEST_F(TotalityTest, EveryExampleSpecSucceedsWithAFiniteModelOnExtremeRows) {
     if (!google::protobuf::util::JsonStringToMessage(buf.str(), &spec).ok()) {
       continue;  // not a JobSpec (e.g. a dataset description)
     }
+    const bool seed001 =
+        spec.algorithm().algorithm_case() >=
+            v1::AlgorithmSpec::kPaPerturbProblem &&
+        spec.algorithm().algorithm_case() <= v1::AlgorithmSpec::kPaSolve;
     switch (spec.model().loss_case()) {
       case v1::ModelSpec::kSoftmaxRegression:
         spec.set_dataset("multi-small");
@@ -241,6 +300,10 @@ TEST_F(TotalityTest, EveryExampleSpecSucceedsWithAFiniteModelOnExtremeRows) {
         break;
       default:
         spec.set_dataset("bin-small");
+    }
+    if (seed001) {
+      spec.set_dataset(spec.has_privacy() ? "maxaffine-small"
+                                          : "maxaffine-public");
     }
     spec.clear_evaluate_on();
     if (spec.has_privacy()) {

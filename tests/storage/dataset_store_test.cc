@@ -389,6 +389,32 @@ TEST_F(DatasetStoreTest, ImportGetListAndMetadata) {
               StatusIs(absl::StatusCode::kNotFound));
 }
 
+// Seed 001: a max-affine problem's public description is stored and read
+// back as is, with the linf_offsets relation; the relation and the
+// description go together.
+TEST_F(DatasetStoreTest, ProblemDescriptionRoundTrips) {
+  ImportOptions o = Csv("pa", 2);
+  o.label_kind = LabelKind::kReal;
+  o.num_classes = 0;
+  o.relation = std::string(kRelationLinfOffsets);
+  EXPECT_THAT(db_->datasets().Import(o, "1,2,0.5\n").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  o.problem_json = R"({"b_max": 1})";
+  ASSERT_OK_AND_ASSIGN(DatasetRecord r,
+                       db_->datasets().Import(o, "1,2,0.5\n3,4,-1\n"));
+  EXPECT_EQ(r.relation, "linf_offsets");
+  EXPECT_EQ(r.problem_json, R"({"b_max": 1})");
+  ASSERT_OK_AND_ASSIGN(DatasetRecord got, db_->datasets().Get("pa"));
+  EXPECT_EQ(got.problem_json, r.problem_json);
+  ImportOptions plain = Csv("plain", 2);
+  plain.problem_json = "{}";
+  EXPECT_THAT(db_->datasets().Import(plain, "1,2,1\n").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  ASSERT_OK_AND_ASSIGN(DatasetRecord ordinary,
+                       db_->datasets().Import(Csv("ordinary", 2), "1,2,1\n"));
+  EXPECT_EQ(ordinary.problem_json, "");
+}
+
 TEST_F(DatasetStoreTest, DuplicateNameIsAlreadyExistsAndChangesNothing) {
   ASSERT_OK(db_->datasets().Import(Libsvm("dup", 2), "1 1:1\n-1 2:1\n"));
   const int64_t blocks = Count("dataset_blocks");

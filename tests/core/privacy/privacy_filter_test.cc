@@ -254,8 +254,46 @@ TEST(RelationTest, MismatchRules) {
   EXPECT_DOUBLE_EQ(g.delta(), (1 + std::exp(0.5)) * 1e-7);
 }
 
+// Seed 001's l-infinity offset relation is never mixed with the others
+// (design.md §5): its pure events are charged as is to its datasets, and
+// nothing converts to or from it.
+TEST(RelationTest, LinfOffsetsStandsAlone) {
+  for (FilterKind kind : {FilterKind::kRdp, FilterKind::kBasic}) {
+    auto linf = MakeFilter(2.0, 0, kind, Relation::kLinfOffsets);
+    ASSERT_OK_AND_ASSIGN(
+        PricedCharge c,
+        linf->Price(DpEvent::EpsilonDelta(0.5, 0), AccountantKind::kRdp,
+                    Relation::kLinfOffsets));
+    EXPECT_EQ(c.epsilon, 0.5);
+    EXPECT_EQ(c.delta, 0);
+    // Four charges of 0.5 fill a budget of 2 exactly; a fifth does not fit.
+    std::vector<std::string> blobs;
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_OK(linf->Admit(blobs, c.cost_blob));
+      blobs.push_back(c.cost_blob);
+    }
+    EXPECT_THAT(linf->Admit(blobs, c.cost_blob),
+                StatusIs(absl::StatusCode::kResourceExhausted));
+    for (Relation other : {Relation::kAddRemove, Relation::kReplaceOne}) {
+      EXPECT_THAT(linf->Price(DpEvent::EpsilonDelta(0.5, 0),
+                              AccountantKind::kRdp, other)
+                      .status(),
+                  StatusIs(absl::StatusCode::kFailedPrecondition));
+      auto plain = MakeFilter(2.0, 0, kind, other);
+      EXPECT_THAT(plain
+                      ->Price(DpEvent::Exponential(0.5), AccountantKind::kRdp,
+                              Relation::kLinfOffsets)
+                      .status(),
+                  StatusIs(absl::StatusCode::kFailedPrecondition));
+    }
+  }
+}
+
 TEST(RelationTest, Names) {
   EXPECT_EQ(RelationName(Relation::kReplaceOne), "replace_one");
+  EXPECT_EQ(RelationName(Relation::kLinfOffsets), "linf_offsets");
+  ASSERT_OK_AND_ASSIGN(Relation linf, ParseRelation("linf_offsets"));
+  EXPECT_EQ(linf, Relation::kLinfOffsets);
   ASSERT_OK_AND_ASSIGN(Relation r, ParseRelation("add_remove"));
   EXPECT_EQ(r, Relation::kAddRemove);
   EXPECT_THAT(ParseRelation("x").status(),

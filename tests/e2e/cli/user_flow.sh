@@ -195,4 +195,36 @@ if dp dataset show adult 2>/dev/null; then fail "deleted dataset still shown"; f
 [[ "$(dp ledger adult --json | json "['budget']['charges']")" == "$((3 + admitted))" ]] ||
   fail "ledger not kept after deletion"
 
+step "13. seed 001: a max-affine problem from CSV + polytope, estimate every example, run"
+ex="$repo/examples"
+dp dataset import max-affine "$ex/data/max_affine.csv" --format=csv --dimension=5 --header \
+  --polytope="$ex/data/max_affine_polytope.json" --b-max=1 --epsilon-budget=3 \
+  --budget-filter=basic
+dp dataset import max-affine-public "$ex/data/max_affine.csv" --format=csv --dimension=5 \
+  --header --polytope="$ex/data/max_affine_polytope.json" --b-max=1 --public
+dp dataset show max-affine | tee "$work/pa_show.out"
+grep -q "l-infinity on the offsets" "$work/pa_show.out" || fail "max-affine relation not shown"
+grep -q "max-affine: 20 pieces" "$work/pa_show.out" || fail "max-affine problem not shown"
+# The private offsets (the CSV's last column) appear nowhere in show.
+dp dataset show max-affine --json >"$work/pa_show.json"
+python3 - "$ex/data/max_affine.csv" "$work/pa_show.out" "$work/pa_show.json" <<'PY' ||
+import sys
+offsets = [l.strip().split(",")[-1] for l in open(sys.argv[1]).readlines()[1:]]
+text = open(sys.argv[2]).read() + open(sys.argv[3]).read()
+leaked = [b for b in offsets if b.lstrip("-") in text]
+assert not leaked, leaked
+PY
+  fail "dataset show leaks private offsets"
+for t in pa_perturb_problem pa_perturb_solution pa_exponential pa_subgradient; do
+  e="$(dp job estimate "$ex/$t.json" --json | json "['cost']['epsilon']")"
+  python3 -c "assert abs($e - 0.5) < 1e-12" || fail "$t estimated at epsilon $e, not 0.5"
+done
+[[ "$(dp ledger max-affine --json | json "['budget'].get('charges', 0)")" == "0" ]] ||
+  fail "seed 001 estimates charged"
+dp job submit "$ex/pa_subgradient.json" --wait >/dev/null
+dp job submit "$ex/pa_exponential.json" --wait >/dev/null
+dp job submit "$ex/pa_solve.json" --wait >/dev/null
+spent="$(dp budget show max-affine --json | json "['epsilon_spent']")"
+python3 -c "assert abs($spent - 1.0) < 1e-12" || fail "max-affine spent $spent, not 1.0"
+
 echo "PASS: user flow (accuracy $acc)"
