@@ -251,17 +251,37 @@ int JobGet(const ParsedArgs& a, const Globals& g) {
 
 int JobList(const ParsedArgs& a, const Globals& g) {
   Client c(g);
-  auto ctx = c.Context();
   pb::ListJobsRequest req;
   req.set_dataset(a.Get("dataset"));
+  auto size = a.GetInt("page-size", 0);
+  if (!size.ok()) return UsageError(size.status());
+  if (*size < 0 || *size > 1000) {
+    return UsageError("--page-size must be between 1 and 1000");
+  }
+  req.set_page_size(static_cast<int32_t>(*size));
+  req.set_page_token(a.Get("page-token"));
+  req.set_newest_first(a.GetBool("newest-first"));
+  const bool all = a.GetBool("all");
+  if (all && a.Has("page-token")) {
+    return UsageError("--all starts at the first page; drop --page-token");
+  }
   pb::ListJobsResponse resp;
-  grpc::Status s = c.jobs().ListJobs(ctx.get(), req, &resp);
-  if (!s.ok()) return ReportRpcError(s, g);
+  // One page, or (--all) every page in turn.
+  for (;;) {
+    auto ctx = c.Context();
+    pb::ListJobsResponse page;
+    grpc::Status s = c.jobs().ListJobs(ctx.get(), req, &page);
+    if (!s.ok()) return ReportRpcError(s, g);
+    for (auto& j : *page.mutable_jobs()) *resp.add_jobs() = std::move(j);
+    resp.set_next_page_token(page.next_page_token());
+    if (!all || page.next_page_token().empty()) break;
+    req.set_page_token(page.next_page_token());
+  }
   if (g.json) {
     std::cout << ToJson(resp) << std::endl;
     return 0;
   }
-  std::cout << absl::StrFormat("%-26s %-10s %-14s %-17s %12s %9s\n", "ID",
+  std::cout << absl::StrFormat("%-36s %-10s %-14s %-17s %12s %9s\n", "ID",
                                "STATE", "DATASET", "ALGORITHM", "EPSILON",
                                "ACCURACY");
   for (const auto& j : resp.jobs()) {
@@ -270,12 +290,19 @@ int JobList(const ParsedArgs& a, const Globals& g) {
         j.spec().algorithm().algorithm_case());
     const std::string algo = field != nullptr ? field->name() : "-";
     std::cout << absl::StrFormat(
-        "%-26s %-10s %-14s %-17s %12s %9s\n", j.id(), StateName(j.state()),
+        "%-36s %-10s %-14s %-17s %12s %9s\n", j.id(), StateName(j.state()),
         j.spec().dataset(), algo,
         j.cost().charged() ? Num(j.cost().epsilon()) : "-",
         j.evaluation().rows() > 0
             ? absl::StrFormat("%.4f", j.evaluation().accuracy())
             : "-");
+  }
+  if (!resp.next_page_token().empty()) {
+    std::cout << "more jobs: dpopt job list --page-token="
+              << resp.next_page_token()
+              << (req.newest_first() ? " --newest-first" : "")
+              << (req.dataset().empty() ? "" : " --dataset=" + req.dataset())
+              << "   (or --all)\n";
   }
   return 0;
 }
@@ -357,8 +384,13 @@ std::vector<Command> JobCommands() {
        JobWatch},
       {"job list",
        "",
-       "list jobs",
-       {{"dataset", false, "only jobs on this dataset", "NAME"}},
+       "list jobs, a page at a time (oldest first)",
+       {{"dataset", false, "only jobs on this dataset", "NAME"},
+        {"page-size", false, "jobs per page (default 100, at most 1000)", "N"},
+        {"page-token", false, "continue after the page that printed this token",
+         "TOKEN"},
+        {"newest-first", true, "newest jobs first"},
+        {"all", true, "fetch every page"}},
        JobList},
       {"job cancel",
        "ID",

@@ -15,6 +15,7 @@
 #include "core/noise/random.h"
 #include "core/optim/objective.h"
 #include "core/privacy/privacy_filter.h"
+#include "server/job_listing.h"
 #include "server/proto_util.h"
 #include "server/seed001_translation.h"
 #include "server/spec_translation.h"
@@ -576,6 +577,22 @@ absl::StatusOr<v1::ListJobsResponse> JobManager::List(
   v1::ListJobsResponse out;
   for (const auto& r : records) {
     ASSIGN_OR_RETURN(*out.add_jobs(), ToProto(r));
+  }
+  return out;
+}
+
+absl::StatusOr<v1::ListJobsResponse> JobManager::ListPage(
+    const v1::ListJobsRequest& request, const std::string& principal) {
+  ASSIGN_OR_RETURN(storage::JobFilter filter,
+                   JobPageFilter(request, principal));
+  ASSIGN_OR_RETURN(std::vector<JobRecord> records, db_->jobs().List(filter));
+  const size_t page = static_cast<size_t>(JobPageSize(request));
+  v1::ListJobsResponse out;
+  for (size_t i = 0; i < records.size() && i < page; ++i) {
+    ASSIGN_OR_RETURN(*out.add_jobs(), ToProto(records[i]));
+  }
+  if (records.size() > page) {
+    out.set_next_page_token(NextJobPageToken(request, records[page - 1]));
   }
   return out;
 }

@@ -59,7 +59,12 @@ class JobManager {
       const v1::JobSpec& spec, const std::string& principal,
       const std::function<void(const std::string&)>& on_id = nullptr);
   absl::StatusOr<v1::Job> Get(const std::string& id);
+  // Every job of `dataset` (empty: all), oldest first (internal use).
   absl::StatusOr<v1::ListJobsResponse> List(const std::string& dataset);
+  // One page of a ListJobs request (server/job_listing.h); `principal`
+  // restricts it to that principal's jobs (empty: every job).
+  absl::StatusOr<v1::ListJobsResponse> ListPage(
+      const v1::ListJobsRequest& request, const std::string& principal);
   // FAILED_PRECONDITION if the job already ended.
   absl::StatusOr<v1::Job> Cancel(const std::string& id);
   // Cancels every queued or running job of `dataset` and waits (up to

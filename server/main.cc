@@ -9,6 +9,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+#if defined(__GLIBC__)  // defined by the C++ headers above
+#include <malloc.h>
+#endif
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -142,7 +145,21 @@ int RunRestore() {
 }
 }  // namespace
 
+// glibc gives every thread that allocates concurrently its own arena (up to
+// 8 per core) and keeps each arena's freed memory. With gRPC's thread pool
+// and the job workers, the soak (tests/soak/soak.py) saw RSS climb from 40
+// to 92 MiB over 7000 jobs while under 9 MiB were in use (malloc_stats):
+// retained free memory, not a leak. Four arenas keep RSS flat at no
+// measurable cost for this server; MALLOC_ARENA_MAX in the environment
+// still decides when set.
+static void LimitMallocArenas() {
+#if defined(__GLIBC__)
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, 4);
+#endif
+}
+
 int main(int argc, char** argv) {
+  LimitMallocArenas();
   absl::FlagsUsageConfig usage;
   usage.contains_help_flags = [](absl::string_view path) {
     return absl::StrContains(path, "server/main.cc");

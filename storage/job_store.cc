@@ -18,7 +18,13 @@ namespace {
 constexpr char kSelectJob[] =
     "SELECT j.id, d.name, j.principal, j.state, j.message, j.spec, "
     "j.calibration, j.cost, j.steps_done, j.steps_total, j.result, "
-    "j.evaluation, j.created_at, j.started_at, j.finished_at "
+    "j.evaluation, j.created_at, j.started_at, j.finished_at, j.rowid "
+    "FROM jobs j JOIN datasets d ON d.id = j.dataset_id ";
+// The same without the result blob (listings).
+constexpr char kSelectJobWithoutResult[] =
+    "SELECT j.id, d.name, j.principal, j.state, j.message, j.spec, "
+    "j.calibration, j.cost, j.steps_done, j.steps_total, x'', "
+    "j.evaluation, j.created_at, j.started_at, j.finished_at, j.rowid "
     "FROM jobs j JOIN datasets d ON d.id = j.dataset_id ";
 
 absl::StatusOr<JobRecord> ReadJob(Statement& st) {
@@ -43,6 +49,7 @@ absl::StatusOr<JobRecord> ReadJob(Statement& st) {
   j.created_at_micros = st.ColumnInt64(12);
   j.started_at_micros = st.ColumnInt64(13);
   j.finished_at_micros = st.ColumnInt64(14);
+  j.rowid = st.ColumnInt64(15);
   return j;
 }
 
@@ -241,19 +248,30 @@ absl::StatusOr<JobRecord> JobStore::Get(absl::string_view id) {
 }
 
 absl::StatusOr<std::vector<JobRecord>> JobStore::List(const JobFilter& filter) {
+  if (filter.limit < 0) {
+    return absl::InvalidArgumentError("a job listing limit must be >= 0");
+  }
+  const char* order = filter.newest_first ? "DESC" : "ASC";
+  const std::string sql = absl::StrCat(
+      filter.without_result ? kSelectJobWithoutResult : kSelectJob,
+      "WHERE (?1 = '' OR d.name = ?1) AND (?2 = '' OR j.principal = ?2) AND "
+      "(?3 < 0 OR j.state = ?3) AND (?4 = 0 OR (j.created_at, j.rowid) ",
+      filter.newest_first ? "<" : ">", " (?5, ?6)) ORDER BY j.created_at ",
+      order, ", j.rowid ", order, " LIMIT ?7");
   return db_.WithConnection(
       [&](Connection& conn) -> absl::StatusOr<std::vector<JobRecord>> {
-        ASSIGN_OR_RETURN(Statement st,
-                         conn.Prepare(absl::StrCat(
-                             kSelectJob,
-                             "WHERE (?1 = '' OR d.name = ?1) AND (?2 = '' OR "
-                             "j.principal = ?2) AND (?3 < 0 OR j.state = ?3) "
-                             "ORDER BY j.created_at, j.rowid")));
+        ASSIGN_OR_RETURN(Statement st, conn.Prepare(sql));
         RETURN_IF_ERROR(st.BindText(1, filter.dataset));
         RETURN_IF_ERROR(st.BindText(2, filter.principal));
         RETURN_IF_ERROR(st.BindInt64(
             3, filter.state.has_value() ? static_cast<int64_t>(*filter.state)
                                         : -1));
+        RETURN_IF_ERROR(st.BindInt64(4, filter.after.has_value() ? 1 : 0));
+        RETURN_IF_ERROR(st.BindInt64(
+            5, filter.after.has_value() ? filter.after->created_at_micros : 0));
+        RETURN_IF_ERROR(st.BindInt64(
+            6, filter.after.has_value() ? filter.after->rowid : 0));
+        RETURN_IF_ERROR(st.BindInt64(7, filter.limit > 0 ? filter.limit : -1));
         std::vector<JobRecord> out;
         for (;;) {
           ASSIGN_OR_RETURN(bool row, st.Step());

@@ -56,6 +56,8 @@ struct JobRecord {
   int64_t created_at_micros = 0;   // set by storage
   int64_t started_at_micros = 0;   // set on -> RUNNING; 0 before
   int64_t finished_at_micros = 0;  // set on -> terminal; 0 before
+  int64_t rowid = 0;               // set by storage; the listing order's tie
+                                   // breaker (see JobCursor)
 };
 
 struct TraceEntry {
@@ -63,10 +65,25 @@ struct TraceEntry {
   std::string data;  // opaque
 };
 
+// A position in the listing order (created_at_micros, rowid): List returns
+// the jobs strictly after it (before it with newest_first).
+struct JobCursor {
+  int64_t created_at_micros = 0;
+  int64_t rowid = 0;
+};
+
 struct JobFilter {
   std::string dataset;            // empty: any dataset
   std::string principal;          // empty: any principal
   std::optional<JobState> state;  // unset: any state
+  // Paging (keyset, so a page costs O(limit log n) whatever its position):
+  // at most `limit` jobs (0: all), after `after` in the listing order.
+  int64_t limit = 0;
+  std::optional<JobCursor> after;
+  // Newest first (created_at descending) instead of oldest first.
+  bool newest_first = false;
+  // Leave JobRecord::result empty (listings do not need the model).
+  bool without_result = false;
 };
 
 // True iff `id` matches [A-Za-z0-9._-]{1,64}.
@@ -89,7 +106,8 @@ class JobStore {
   // NOT_FOUND if there is no such job.
   absl::StatusOr<JobRecord> Get(absl::string_view id);
 
-  // Jobs matching `filter`, oldest first.
+  // Jobs matching `filter`, oldest first (or newest first), paged as the
+  // filter says. INVALID_ARGUMENT if limit < 0.
   absl::StatusOr<std::vector<JobRecord>> List(const JobFilter& filter = {});
 
   // Moves the job to `to`, recording `message`; sets started_at on RUNNING

@@ -17,6 +17,9 @@
 namespace dpopt::server::console {
 namespace {
 
+// Jobs per console table (newest first; ListJobs pages).
+constexpr int32_t kConsoleJobs = 200;
+
 constexpr auto kDeadline = std::chrono::seconds(30);
 // How long a page of a running job reads its event stream (the recorded
 // trace comes first, at once).
@@ -120,7 +123,10 @@ std::string JobsTable(const v1::ListJobsResponse& jobs, bool* live) {
                                             : Number(j.evaluation().accuracy()),
            Time(j.created_at())});
   }
-  return t.Html();
+  if (jobs.next_page_token().empty()) return t.Html();
+  return absl::StrCat(t.Html(), "<p>The newest ", jobs.jobs_size(),
+                      " jobs; <code>dpopt job list --all</code> lists every "
+                      "job.</p>");
 }
 
 std::string Section(const std::string& title, const std::string& body,
@@ -414,6 +420,8 @@ Page Pages::Dataset(const std::string& authorization, const std::string& name) {
   }
   v1::ListJobsRequest jreq;
   jreq.set_dataset(name);
+  jreq.set_newest_first(true);
+  jreq.set_page_size(kConsoleJobs);
   v1::ListJobsResponse jobs;
   s = jobs_->ListJobs(Context(authorization).get(), jreq, &jobs);
   if (!s.ok()) return ErrorPage(s);
@@ -455,8 +463,10 @@ Page Pages::Ledger(const std::string& authorization,
 
 Page Pages::Jobs(const std::string& authorization) {
   v1::ListJobsResponse jobs;
-  grpc::Status s = jobs_->ListJobs(Context(authorization).get(),
-                                   v1::ListJobsRequest(), &jobs);
+  v1::ListJobsRequest req;
+  req.set_newest_first(true);
+  req.set_page_size(kConsoleJobs);
+  grpc::Status s = jobs_->ListJobs(Context(authorization).get(), req, &jobs);
   if (!s.ok()) return ErrorPage(s);
   bool live = false;
   const std::string table = JobsTable(jobs, &live);

@@ -167,7 +167,9 @@ def phase_across(server, n, deadline):
     names = ["race-b1", "race-b2", "race-r1", "race-r2"]
     with server.client() as c:
         for i, name in enumerate(names):
-            h.import_csv(c, name, 300, eps_budget=2.0 + i,
+            # Budgets tight enough that every dataset refuses some of the
+            # 50 racing submitters (the RDP ones at about 15 jobs).
+            h.import_csv(c, name, 300, eps_budget=(2.0, 3.0, 0.5, 0.6)[i],
                          budget_filter="basic" if "-b" in name else "rdp", seed=i)
         # The capped analyst races on a "basic" dataset of its own, so its
         # admissions are limited by the cap alone and are exact to check.
@@ -191,6 +193,12 @@ def phase_across(server, n, deadline):
             expect(b.epsilon_spent <= b.epsilon_total * (1 + 1e-9), f"{name} overspent")
             expect(b.charges == len(c.ledger(name).entries), f"{name}: charge count")
             expect(admitted.get(name, 0) == b.charges, f"{name}: admissions != charges")
+            # Nothing under-admitted: after refusals, one more identical job
+            # must not fit either (the server's own estimate).
+            if refused.get(name, 0):
+                est = c.estimate(h.dp_gd_spec(name, 0.15, 3))
+                expect(not est.admissible,
+                       f"{name}: refused jobs, yet one more would be admitted now")
     with dpopt.Client(server.address, token=analyst_token) as a:
         b = a.budget("race-cap")
         mine = a.ledger("race-cap").entries

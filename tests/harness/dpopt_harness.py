@@ -87,14 +87,24 @@ class ServerProcess:
         self.proc = None
 
     def terminate(self):
-        if self.proc is not None and self.proc.poll() is None:
+        """SIGTERM: a clean shutdown, which must exit 0 (under the sanitizers
+        that includes LeakSanitizer's check at exit). Raises RuntimeError
+        otherwise."""
+        if self.proc is None:
+            return
+        code = self.proc.poll()
+        if code is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=30)
+                code = self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+                self.proc = None
+                raise RuntimeError("dpopt-server did not shut down within 60 s of SIGTERM")
         self.proc = None
+        if code != 0:
+            raise RuntimeError(f"dpopt-server exited with {code} on SIGTERM:\n" + self.tail())
 
     def pid(self):
         return self.proc.pid if self.proc is not None else None

@@ -128,6 +128,29 @@ def test_submit_wait_result_and_ledger(curator, capsys):
     assert curator.job(job.id).state == "SUCCEEDED"
 
 
+def test_job_listing_pages(curator):
+    ids = [curator.submit(dataset="adult-test", algorithm=dpopt.algorithms.gd(
+        steps=2, learning_rate=0.5), model=dpopt.models.logistic_regression(l2=1e-3),
+        wait=False).id for _ in range(3)]
+    everything = [j.id for j in curator.jobs()]
+    assert everything[-3:] == ids
+    # One job per page, oldest first: the pages are the full listing.
+    paged, token = [], ""
+    for _ in range(len(everything) + 1):
+        page, token = curator.jobs_page(page_size=1, page_token=token)
+        paged += [j.id for j in page]
+        if not token:
+            break
+    assert paged == everything
+    newest, token = curator.jobs_page(page_size=2, newest_first=True)
+    assert [j.id for j in newest] == ids[::-1][:2] and token
+    assert [j.id for j in curator.jobs(newest_first=True, limit=3)] == ids[::-1]
+    with pytest.raises(dpopt.InvalidRequestError):
+        curator.jobs_page(page_token="garbage")
+    for i in ids:
+        curator.job(i).wait(progress=False)
+
+
 def test_submit_with_keywords_and_trace_iterates(curator):
     job = curator.submit(dataset="adult-test", algorithm=dpopt.algorithms.gd(
         steps=20, learning_rate=0.5), model=dpopt.models.logistic_regression(l2=1e-3),

@@ -223,10 +223,26 @@ class Client:
         is a curator)."""
         return Job(self, self._call(self._jobs.GetJob, dpopt_pb2.GetJobRequest(id=job_id)))
 
-    def jobs(self, dataset="") -> List["Job"]:
-        """The caller's jobs (curators: all), optionally of one dataset."""
-        r = self._call(self._jobs.ListJobs, dpopt_pb2.ListJobsRequest(dataset=dataset))
-        return [Job(self, j) for j in r.jobs]
+    def jobs(self, dataset="", *, newest_first=False, limit=None) -> List["Job"]:
+        """The caller's jobs (curators: all), optionally of one dataset,
+        oldest first (or newest first); every page, or the first `limit`."""
+        out = []
+        token = ""
+        while True:
+            want = 1000 if limit is None else min(1000, limit - len(out))
+            page, token = self.jobs_page(dataset, page_size=want, page_token=token,
+                                         newest_first=newest_first)
+            out.extend(page)
+            if not token or (limit is not None and len(out) >= limit):
+                return out
+
+    def jobs_page(self, dataset="", *, page_size=0, page_token="", newest_first=False):
+        """One page of jobs: ``(jobs, next_page_token)``; the token is empty
+        on the last page. ``page_size`` 0: the server's default (100)."""
+        r = self._call(self._jobs.ListJobs, dpopt_pb2.ListJobsRequest(
+            dataset=dataset, page_size=int(page_size), page_token=page_token,
+            newest_first=newest_first))
+        return [Job(self, j) for j in r.jobs], r.next_page_token
 
     # ------------------------------------------------------------ access
 
