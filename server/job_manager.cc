@@ -105,6 +105,7 @@ absl::Status JobManager::Options::Validate() const {
   if (queue_capacity < 1) {
     return absl::InvalidArgumentError("queue_capacity must be >= 1");
   }
+  if (dda_mpi.has_value()) RETURN_IF_ERROR(dda_mpi->Validate());
   return absl::OkStatus();
 }
 
@@ -113,6 +114,7 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
     TraceHub* hub) {
   RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<JobManager> m(new JobManager(db, datasets, hub));
+  m->options_ = options;
   jobs::JobRunner::Options ro;
   ro.workers = options.workers;
   ro.queue_capacity = options.queue_capacity;
@@ -142,8 +144,10 @@ absl::StatusOr<JobManager::Prepared> JobManager::Prepare(
     return absl::InvalidArgumentError("dataset is required");
   }
   ASSIGN_OR_RETURN(p.dataset, db_->datasets().Get(spec.dataset()));
+  ExecutionEnvironment env;
+  if (options_.dda_mpi.has_value()) env.dda_mpi = &*options_.dda_mpi;
   ASSIGN_OR_RETURN(p.job, TranslateJobSpec(spec, p.dataset.is_public,
-                                           p.dataset.num_classes));
+                                           p.dataset.num_classes, env));
   if (p.job.evaluable_model &&
       optim::RequiredLabelKind(p.job.model.loss) != p.dataset.label_kind) {
     return absl::InvalidArgumentError(

@@ -1,7 +1,10 @@
 // dpopt-server: the curator's long-running gRPC service.
+#include <unistd.h>
+
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -15,6 +18,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
 #include "server/server.h"
 #include "storage/backup.h"
@@ -42,6 +46,22 @@ ABSL_FLAG(std::string, console_listen, "",
           "127.0.0.1:8080; off when empty, the default). Same tokens and "
           "roles as the API; HTTPS with the --tls-* files when they are "
           "given; without TLS only on a loopback address unless --insecure");
+// dp_dda MPI execution (seed 004).
+ABSL_FLAG(std::string, mpirun, "",
+          "mpirun of Open MPI (path or name in PATH) for dp_dda jobs with "
+          "\"execution\": \"DDA_EXECUTION_MPI\"; empty (the default): such "
+          "jobs are refused before anything is charged");
+ABSL_FLAG(std::string, dda_worker, "",
+          "the dpopt-dda-worker executable the ranks run (default: next to "
+          "dpopt-server)");
+ABSL_FLAG(std::string, mpi_hostfile, "",
+          "Open MPI hostfile for dp_dda's ranks (default: none, local ranks)");
+ABSL_FLAG(std::string, mpi_args, "",
+          "extra mpirun arguments, comma-separated (e.g. --oversubscribe)");
+ABSL_FLAG(int, mpi_timeout, 3600,
+          "seconds after which an MPI job is stopped and FAILED (still "
+          "charged)");
+ABSL_FLAG(int, mpi_max_ranks, 64, "most MPI ranks one dp_dda job may use");
 
 ABSL_FLAG(std::string, ledger_mark_file, "",
           "the ledger's high-water mark, kept outside the database so that a "
@@ -155,6 +175,9 @@ int main(int argc, char** argv) {
       "[--queue=N] [--curator-token-file=PATH] [--tls-cert=PEM "
       "--tls-key=PEM [--tls-client-ca=PEM]] [--insecure] "
       "[--console-listen=HOST:PORT] [--ledger-mark-file=PATH]\n"
+      "       [--mpirun=PATH [--dda-worker=PATH] "
+      "[--mpi-hostfile=FILE] [--mpi-args=A,B] [--mpi-timeout=S] "
+      "[--mpi-max-ranks=N]]\n"
       "       dpopt-server backup --db=PATH --to=FILE     online backup "
       "(SQLite "
       "backup API), safe while the server runs\n"
@@ -205,6 +228,30 @@ int main(int argc, char** argv) {
   o.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
   o.insecure = absl::GetFlag(FLAGS_insecure);
   o.console_listen = absl::GetFlag(FLAGS_console_listen);
+  if (!absl::GetFlag(FLAGS_mpirun).empty()) {
+    dpopt::optim::seed004::MpiSettings m;
+    m.mpirun = absl::GetFlag(FLAGS_mpirun);
+    m.worker = absl::GetFlag(FLAGS_dda_worker);
+    if (m.worker.empty()) {
+      std::error_code ec;
+      const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+      m.worker = (self.parent_path() / "dpopt-dda-worker").string();
+    }
+    m.hostfile = absl::GetFlag(FLAGS_mpi_hostfile);
+    for (absl::string_view a : absl::StrSplit(absl::GetFlag(FLAGS_mpi_args),
+                                              ',', absl::SkipEmpty())) {
+      m.mpirun_args.emplace_back(a);
+    }
+    m.timeout = absl::Seconds(absl::GetFlag(FLAGS_mpi_timeout));
+    m.max_ranks = absl::GetFlag(FLAGS_mpi_max_ranks);
+    if (access(m.worker.c_str(), X_OK) != 0) {
+      std::cerr << "dpopt-server: --mpirun is set but the dp_dda worker "
+                << m.worker << " is not executable (give --dda-worker)"
+                << std::endl;
+      return 1;
+    }
+    o.dda_mpi = m;
+  }
   o.ledger_mark_file = absl::GetFlag(FLAGS_ledger_mark_file);
   o.allow_ledger_rollback =
       absl::GetFlag(FLAGS_allow_ledger_rollback_respending_budget);

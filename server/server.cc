@@ -98,6 +98,7 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   JobManager::Options jo;
   jo.workers = options.workers;
   jo.queue_capacity = options.queue_capacity;
+  jo.dda_mpi = options.dda_mpi;
   ASSIGN_OR_RETURN(
       s->jobs_,
       JobManager::Create(jo, s->db_.get(), s->datasets_.get(), s->hub_.get()));

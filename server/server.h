@@ -4,10 +4,12 @@
 #define DPOPT_SERVER_SERVER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/optim/seed004/mpi_settings.h"
 #include "grpcpp/grpcpp.h"
 #include "storage/ledger_mark.h"
 
@@ -54,6 +56,9 @@ struct ServerOptions {
   // (the default). Uses the TLS files above when they are set, and the same
   // loopback-only rule without TLS. Port 0 picks a free port.
   std::string console_listen;
+  // dp_dda's MPI execution (seed 004, --mpirun and friends); unset = MPI
+  // jobs are refused before charging.
+  std::optional<optim::seed004::MpiSettings> dda_mpi;
   // The ledger's high-water mark (storage/ledger_mark.h). Empty: db_path +
   // ".ledger-mark". The server refuses a database whose ledger is behind it.
   std::string ledger_mark_file;

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
@@ -21,7 +22,8 @@ namespace {
 class BearerInterceptor : public grpc::experimental::Interceptor {
  public:
   explicit BearerInterceptor(std::string token) : token_(std::move(token)) {}
-  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+  void Intercept(
+      grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::
                 PRE_SEND_INITIAL_METADATA)) {
@@ -55,7 +57,8 @@ std::shared_ptr<grpc::Channel> TokenChannel(const std::string& target,
   std::vector<
       std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
       factories;
-  if (!token.empty()) factories.push_back(std::make_unique<BearerFactory>(token));
+  if (!token.empty())
+    factories.push_back(std::make_unique<BearerFactory>(token));
   return grpc::experimental::CreateCustomChannelWithInterceptors(
       target, grpc::InsecureChannelCredentials(), grpc::ChannelArguments(),
       std::move(factories));
@@ -120,6 +123,14 @@ TestServer::TestServer(int workers, int queue_capacity)
   Start();
 }
 
+TestServer::TestServer(std::function<void(server::ServerOptions&)> configure)
+    : workers_(2), queue_capacity_(64), configure_(std::move(configure)) {
+  char tmpl[] = "/tmp/dpopt-it-XXXXXX";
+  dir_ = mkdtemp(tmpl);
+  db_path_ = dir_ + "/dpopt.db";
+  Start();
+}
+
 TestServer::~TestServer() {
   Stop();
   std::error_code ec;
@@ -137,6 +148,7 @@ absl::Status TestServer::TryStart(bool allow_ledger_rollback) {
   o.listen = "127.0.0.1:0";
   o.workers = workers_;
   o.queue_capacity = queue_capacity_;
+  if (configure_) configure_(o);
   o.allow_ledger_rollback = allow_ledger_rollback;
   auto s = server::DpoptServer::Start(o);
   if (!s.ok()) return s.status();

@@ -3,6 +3,7 @@
 #ifndef DPOPT_TESTS_INTEGRATION_TEST_SERVER_H_
 #define DPOPT_TESTS_INTEGRATION_TEST_SERVER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -16,6 +17,9 @@ class TestServer {
  public:
   // Starts a server on a fresh database in a temporary directory.
   explicit TestServer(int workers = 2, int queue_capacity = 64);
+  // Same, with `configure` applied to the server's options at every start
+  // (e.g. dp_dda's MPI settings).
+  explicit TestServer(std::function<void(server::ServerOptions&)> configure);
   ~TestServer();
 
   // Restarts the server on the same database (after Stop()).
@@ -51,6 +55,7 @@ class TestServer {
   std::string db_path_;
   int workers_;
   int queue_capacity_;
+  std::function<void(server::ServerOptions&)> configure_;
   std::unique_ptr<server::DpoptServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::DatasetService::Stub> datasets_;
