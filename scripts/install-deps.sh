@@ -18,6 +18,10 @@ packages=(
   libmpfr-dev libgmp-dev
   # the web console's HTTP(S) listener (server/console)
   libcpp-httplib-dev
+  # dp_dda's MPI execution (seed 004): Open MPI's headers and library for
+  # dpopt-dda-worker, and mpirun for the server and the tests (optional at
+  # build time: without it the worker and its tests are skipped)
+  libopenmpi-dev openmpi-bin
   # sanitizer and fuzzing stage (scripts/sanitize.sh): clang, libFuzzer,
   # ASan/UBSan runtimes; openssl makes the test certificates
   clang libclang-rt-14-dev openssl

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/jobs/job_runner.h"
+#include "core/optim/seed004/mpi_settings.h"
 #include "dpopt/v1/dpopt.pb.h"
 #include "server/dataset_manager.h"
 #include "server/trace_hub.h"
@@ -28,6 +30,9 @@ class JobManager {
   struct Options {
     int workers = 2;
     int queue_capacity = 64;
+    // dp_dda's MPI execution (seed 004); unset = MPI jobs are refused with
+    // FAILED_PRECONDITION before anything is charged.
+    std::optional<optim::seed004::MpiSettings> dda_mpi;
     absl::Status Validate() const;
   };
 
@@ -84,6 +89,7 @@ class JobManager {
   absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& record);
   void PublishJob(const std::string& job_id);
 
+  Options options_;
   storage::Database* db_;
   DatasetManager* datasets_;
   TraceHub* hub_;

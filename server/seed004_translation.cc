@@ -34,6 +34,7 @@ absl::StatusOr<s4::DpDdaOptions> TranslateDpDda(const v1::DpDda& m,
                                                 const optim::ModelConfig& model,
                                                 int64_t trace_every,
                                                 bool dataset_is_public,
+                                                const s4::MpiSettings* mpi,
                                                 const std::string& field) {
   RETURN_IF_ERROR(CheckFinite(
       field,
@@ -163,14 +164,21 @@ absl::StatusOr<s4::DpDdaOptions> TranslateDpDda(const v1::DpDda& m,
   if (m.paper_delta0() != 0) o.paper_delta0 = m.paper_delta0();
   o.trace_every = trace_every;
   if (m.execution() == v1::DDA_EXECUTION_MPI) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        field,
-        ".execution: this server has no MPI configured (start dpopt-server "
-        "with --mpirun and --dda-worker); use DDA_EXECUTION_SIMULATION"));
-  }
-  if (m.execution() != v1::DDA_EXECUTION_SIMULATION) {
+    if (mpi == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          field,
+          ".execution: this server has no MPI configured (start "
+          "dpopt-server with --mpirun=PATH); use DDA_EXECUTION_SIMULATION"));
+    }
+    o.execution = s4::Execution::kMpi;
+    o.mpi = *mpi;
+    o.mpi_ranks = m.mpi_ranks();
+  } else if (m.execution() != v1::DDA_EXECUTION_SIMULATION) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ".execution: unknown execution"));
+  } else if (m.mpi_ranks() != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".mpi_ranks: only for DDA_EXECUTION_MPI"));
   }
   RETURN_IF_ERROR(Field(field, o.Validate()));
   return o;

@@ -17,7 +17,8 @@ namespace dpopt::server {
 
 absl::StatusOr<optim::seed004::DpDdaOptions> TranslateDpDda(
     const v1::DpDda& m, const optim::ModelConfig& model, int64_t trace_every,
-    bool dataset_is_public, const std::string& field);
+    bool dataset_is_public, const optim::seed004::MpiSettings* mpi,
+    const std::string& field);
 
 }  // namespace dpopt::server
 

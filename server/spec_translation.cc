@@ -249,9 +249,9 @@ std::string ProtoLossName(optim::LossKind kind) {
   return "unknown";
 }
 
-absl::StatusOr<TranslatedJob> TranslateJobSpec(const v1::JobSpec& spec,
-                                               bool dataset_is_public,
-                                               int dataset_num_classes) {
+absl::StatusOr<TranslatedJob> TranslateJobSpec(
+    const v1::JobSpec& spec, bool dataset_is_public, int dataset_num_classes,
+    const ExecutionEnvironment& env) {
   if (spec.dataset().empty()) {
     return absl::InvalidArgumentError("dataset is required");
   }
@@ -444,9 +444,10 @@ absl::StatusOr<TranslatedJob> TranslateJobSpec(const v1::JobSpec& spec,
       break;
     }
     case AlgorithmSpec::kDpDda: {
-      ASSIGN_OR_RETURN(optim::seed004::DpDdaOptions o,
-                       TranslateDpDda(a.dp_dda(), out.model, spec.trace_every(),
-                                      dataset_is_public, "algorithm.dp_dda"));
+      ASSIGN_OR_RETURN(
+          optim::seed004::DpDdaOptions o,
+          TranslateDpDda(a.dp_dda(), out.model, spec.trace_every(),
+                         dataset_is_public, env.dda_mpi, "algorithm.dp_dda"));
       steps = o.iterations;
       ASSIGN_OR_RETURN(out.algorithm, optim::seed004::NewDpDda(o));
       out.algorithm_name = "dp_dda";

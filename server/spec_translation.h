@@ -12,6 +12,7 @@
 #include "core/optim/algorithm.h"
 #include "core/optim/dp_sgd.h"
 #include "core/optim/non_private_gd.h"
+#include "core/optim/seed004/mpi_settings.h"
 #include "dpopt/v1/job_spec.pb.h"
 
 namespace dpopt::server {
@@ -31,6 +32,12 @@ struct TranslatedJob {
   std::string output_name = "bilevel_outer_variable";
 };
 
+// What this server can run beyond the in-process engine (from its flags).
+struct ExecutionEnvironment {
+  // dp_dda's MPI execution (seed 004); null = not configured.
+  const optim::seed004::MpiSettings* dda_mpi = nullptr;
+};
+
 // Limits on what a single job may ask for (absurd values are refused before
 // anything is calibrated or charged).
 inline constexpr int64_t kMaxSteps = 1'000'000;
@@ -38,9 +45,9 @@ inline constexpr int64_t kMaxSteps = 1'000'000;
 // `dataset_is_public` decides whether a non-private algorithm is allowed and
 // whether `privacy` is required. `dataset_num_classes` is the dataset's
 // declared class count (checked against a softmax model).
-absl::StatusOr<TranslatedJob> TranslateJobSpec(const v1::JobSpec& spec,
-                                               bool dataset_is_public,
-                                               int dataset_num_classes);
+absl::StatusOr<TranslatedJob> TranslateJobSpec(
+    const v1::JobSpec& spec, bool dataset_is_public, int dataset_num_classes,
+    const ExecutionEnvironment& env = ExecutionEnvironment());
 
 // The ModelSpec field name of a loss: "logistic_regression", ...
 std::string ProtoLossName(optim::LossKind kind);

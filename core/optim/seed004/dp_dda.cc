@@ -12,6 +12,7 @@
 #include "core/optim/objective.h"
 #include "core/optim/seed004/dda_node.h"
 #include "core/optim/seed004/engine.h"
+#include "core/optim/seed004/wire.h"
 
 namespace dpopt::optim::seed004 {
 namespace {
@@ -65,6 +66,10 @@ double DpDdaOptions::EffectiveIota(const Gossip& g) const {
   return iota > 0 ? iota : g.NominalIota();
 }
 
+int DpDdaOptions::EffectiveRanks() const {
+  return mpi_ranks > 0 ? mpi_ranks : std::min(nodes, 4);
+}
+
 absl::Status DpDdaOptions::Validate() const {
   RETURN_IF_ERROR(model.Validate());
   if (nodes < 1 || nodes > Graph::kMaxNodes) {
@@ -96,8 +101,20 @@ absl::Status DpDdaOptions::Validate() const {
   if (absl::Status st = s.Validate(); !st.ok()) {
     return Invalid(std::string(st.message()));
   }
-  if (accounting == AccountingMode::kPaper && nodes < 1) {
-    return Invalid("paper mode needs nodes >= 1");
+  if (execution == Execution::kMpi) {
+    if (!mpi.has_value()) {
+      return absl::FailedPreconditionError(
+          "dp_dda: MPI execution is not configured on this server");
+    }
+    RETURN_IF_ERROR(mpi->Validate());
+    const int ranks = EffectiveRanks();
+    if (ranks < 1 || ranks > nodes || ranks > mpi->max_ranks) {
+      return Invalid(absl::StrCat("mpi_ranks must be in [1, ",
+                                  std::min(nodes, mpi->max_ranks), "], got ",
+                                  ranks));
+    }
+  } else if (mpi_ranks != 0) {
+    return Invalid("mpi_ranks is only for MPI execution");
   }
   return absl::OkStatus();
 }
@@ -290,6 +307,60 @@ absl::StatusOr<SolveResult> DpDda::Run(const Dataset& data,
   std::vector<std::vector<int64_t>> shards;
   RETURN_IF_ERROR(SplitRows(data.rows(), n, params.sampling, shard_rows,
                             *context.rng, &shards));
+  const int64_t T = options_.iterations;
+  auto sink = [&context, T](int64_t step, const Eigen::VectorXd& average,
+                            double theta) {
+    if (context.callback == nullptr) return true;
+    return context.callback->OnIteration(
+        IterationSummary{step, T, average, theta});
+  };
+  const int64_t trace_every =
+      options_.trace_every > 0
+          ? options_.trace_every
+          : std::max<int64_t>(1, options_.iterations / 100);
+  EngineResult r;
+  if (options_.execution == Execution::kMpi) {
+    WorkerJob job;
+    job.model = options_.model;
+    job.nodes = n;
+    job.ranks = options_.EffectiveRanks();
+    job.iterations = T;
+    job.trace_every = trace_every;
+    job.literal_inactive = options_.literal_inactive;
+    job.iota = iota;
+    job.public_seed = options_.public_seed;
+    job.graph = options_.graph;
+    job.gossip = options_.gossip;
+    job.schedule = options_.EffectiveSchedule();
+    job.dimension = data.dimension();
+    job.sampling = params.sampling;
+    job.batch_size = params.batch_size;
+    job.poisson_rate = params.poisson_rate;
+    job.normalizer = params.normalizer;
+    job.clip_norm = params.clip_norm;
+    job.sensitivity = params.plan.l2_sensitivity;
+    job.noise_multiplier = params.plan.noise_multiplier;
+    job.h = params.h;
+    std::vector<std::string> encoded;
+    for (int i = 0; i < n; ++i) {
+      encoded.push_back(EncodeShard(SelectRows(data, shards[i])));
+    }
+    shards.clear();
+    std::string stream = EncodeJobStream(EncodeWorkerJob(job), encoded);
+    encoded.clear();
+    ASSIGN_OR_RETURN(r, RunOnMpi(*options_.mpi, job.ranks, stream, sink));
+  } else {
+    ASSIGN_OR_RETURN(r, RunSimulation(data, shards, *objective, params,
+                                      trace_every, iota, context, sink));
+  }
+  return Finish(std::move(r), data, calibration, K);
+}
+
+absl::StatusOr<EngineResult> DpDda::RunSimulation(
+    const Dataset& data, std::vector<std::vector<int64_t>>& shards,
+    const Objective& objective, const NodeParams& params, int64_t trace_every,
+    double iota, SolveContext& context, const TraceSink& sink) const {
+  const int n = options_.nodes;
   std::vector<std::unique_ptr<DdaNode>> nodes;
   std::vector<DdaNode*> local(n, nullptr);
   for (int i = 0; i < n; ++i) {
@@ -299,32 +370,27 @@ absl::StatusOr<SolveResult> DpDda::Run(const Dataset& data,
     } else {
       ASSIGN_OR_RETURN(rng, noise::NewSecureRandom());
     }
-    nodes.push_back(std::make_unique<DdaNode>(
-        i, SelectRows(data, shards[i]), objective.get(), &params,
-        std::move(rng), &context.noise()));
+    nodes.push_back(
+        std::make_unique<DdaNode>(i, SelectRows(data, shards[i]), &objective,
+                                  &params, std::move(rng), &context.noise()));
     local[i] = nodes.back().get();
   }
   shards.clear();
 
   EngineOptions eo;
   eo.iterations = options_.iterations;
-  eo.trace_every = options_.trace_every > 0
-                       ? options_.trace_every
-                       : std::max<int64_t>(1, options_.iterations / 100);
+  eo.trace_every = trace_every;
   eo.literal_inactive = options_.literal_inactive;
   eo.iota = iota;
   const Schedule schedule(options_.EffectiveSchedule());
   LocalTransport transport;
   Placement placement{n, 1};
-  const int64_t T = options_.iterations;
-  auto sink = [&context, T](int64_t step, const Eigen::VectorXd& average,
-                            double theta) {
-    if (context.callback == nullptr) return true;
-    return context.callback->OnIteration(
-        IterationSummary{step, T, average, theta});
-  };
-  ASSIGN_OR_RETURN(EngineResult r, RunEngine(eo, schedule, *gossip_, placement,
-                                             local, transport, sink));
+  return RunEngine(eo, schedule, *gossip_, placement, local, transport, sink);
+}
+
+absl::StatusOr<SolveResult> DpDda::Finish(EngineResult r, const Dataset& data,
+                                          const Calibration& calibration,
+                                          int64_t K) const {
   SolveResult out;
   out.model.weights = std::move(r.model);
   out.model.dimension = data.dimension();

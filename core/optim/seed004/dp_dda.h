@@ -36,8 +36,10 @@
 #include "core/noise/random.h"
 #include "core/optim/algorithm.h"
 #include "core/optim/seed004/accounting.h"
+#include "core/optim/seed004/engine.h"
 #include "core/optim/seed004/gossip.h"
 #include "core/optim/seed004/graph.h"
+#include "core/optim/seed004/mpi_launcher.h"
 #include "core/optim/seed004/schedule.h"
 
 namespace dpopt::optim::seed004 {
@@ -45,6 +47,11 @@ namespace dpopt::optim::seed004 {
 namespace testing {
 class DpDdaTestPeer;  // core/optim/seed004/testing, never in the server
 }  // namespace testing
+
+// Where the nodes run: all in this process (the simulation), or one MPI
+// process per rank started with mpirun (mpi_launcher.h; the same engine and
+// node code, spec §6.2).
+enum class Execution { kSimulation, kMpi };
 
 struct DpDdaOptions {
   ModelConfig model;  // h = (l2/2) ||x||^2 + l1 ||x||_1 (mu = l2, phi = l1)
@@ -74,6 +81,13 @@ struct DpDdaOptions {
   bool release_node_models = false;
   // Trace every this many steps (>= 1; 0 = max(1, T / 100)).
   int64_t trace_every = 0;
+  Execution execution = Execution::kSimulation;
+  // kMpi: ranks in [1, min(nodes, mpi->max_ranks)] (0 = min(nodes, 4)).
+  int mpi_ranks = 0;
+  // kMpi: the server's MPI configuration (required).
+  std::optional<MpiSettings> mpi;
+
+  int EffectiveRanks() const;
 
   ScheduleOptions EffectiveSchedule() const;
   double EffectiveIota(const Gossip& gossip) const;
@@ -112,6 +126,13 @@ class DpDda final : public Algorithm {
  private:
   friend class testing::DpDdaTestPeer;
   explicit DpDda(const DpDdaOptions& options) : options_(options) {}
+  absl::StatusOr<EngineResult> RunSimulation(
+      const Dataset& data, std::vector<std::vector<int64_t>>& shards,
+      const Objective& objective, const NodeParams& params, int64_t trace_every,
+      double iota, SolveContext& context, const TraceSink& sink) const;
+  absl::StatusOr<SolveResult> Finish(EngineResult r, const Dataset& data,
+                                     const Calibration& calibration,
+                                     int64_t K) const;
 
   DpDdaOptions options_;
   std::unique_ptr<Graph> graph_;

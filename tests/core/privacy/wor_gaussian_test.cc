@@ -5,6 +5,7 @@
 // seed-004 spec lists (§3.5 (c), computed by the spec's author).
 #include "core/privacy/wor_gaussian.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -71,6 +72,41 @@ TEST(WorGaussianTest, CurveMatchesTheorem27) {
                                       1600, 1, DpEvent::Gaussian(5.0)),
                                   {32}));
   ExpectRel(r[0], 1.0227281300676722e-6, 1e-8);
+}
+
+// Theorem 27 written out by hand for alpha = 2 and 3, with
+// g(x) = exp(x (x - 1) / (2 z^2)), g(0) = g(1) = 1:
+//   alpha = 2: log(1 + gamma^2 min{4 (e^{1/z^2} - 1), 2 e^{1/z^2}}),
+//   alpha = 3: (1/2) log(1 + 3 gamma^2 min{4 (e^{1/z^2} - 1), 2 e^{1/z^2}}
+//                  + gamma^3 min{4 sqrt(D2 D4), 2 e^{3/z^2}}),
+//   D2 = g(2) - 2 g(1) + g(0) = e^{1/z^2} - 1,
+//   D4 = g(4) - 4 g(3) + 6 g(2) - 4 g(1) + g(0)
+//      = e^{6/z^2} - 4 e^{3/z^2} + 6 e^{1/z^2} - 3.
+// Both branches of each min are exercised (z = 0.5 takes 2 e^{1/z^2}, z = 2
+// takes 4 (e^{1/z^2} - 1)). E.g. gamma = 0.01, z = 2: alpha = 2 gives
+// log(1 + 1e-4 * 4 * 0.2840254) = 1.13604e-4 (the 80-digit reference above).
+TEST(WorGaussianTest, LowOrdersMatchTheHandWrittenFormula) {
+  for (double z : {0.5, 1.0, 2.0, 7.0}) {
+    for (double gamma : {0.001, 0.01, 0.2}) {
+      const double e1 = std::exp(1 / (z * z));
+      const double pair = std::min(4 * (e1 - 1), 2 * e1);
+      const double d2 = e1 - 1;
+      const double d4 =
+          std::exp(6 / (z * z)) - 4 * std::exp(3 / (z * z)) + 6 * e1 - 3;
+      const double triple =
+          std::min(4 * std::sqrt(d2 * d4), 2 * std::exp(3 / (z * z)));
+      const double eps2 = std::log1p(gamma * gamma * pair);
+      const double eps3 = std::log1p(3 * gamma * gamma * pair +
+                                     gamma * gamma * gamma * triple) /
+                          2;
+      const std::vector<double> v =
+          RdpSampledWithoutReplacementGaussian(gamma, z, {2, 3});
+      ExpectRel(v[0], eps2, 1e-9);
+      ExpectRel(v[1], eps3, 1e-9);
+    }
+  }
+  EXPECT_NEAR(RdpSampledWithoutReplacementGaussian(0.01, 2, {2})[0], 1.13604e-4,
+              1e-9);
 }
 
 TEST(WorGaussianTest, VanishesAsNoiseGrowsUnlikeTheorem9) {
