@@ -25,8 +25,10 @@ packages=(
   # sanitizer and fuzzing stage (scripts/sanitize.sh): clang, libFuzzer,
   # ASan/UBSan runtimes; openssl makes the test certificates
   clang libclang-rt-14-dev openssl
-  # tests, interop clients and plots
+  # tests, interop clients and plots; scipy: the seed-004 reproduction's
+  # reference optimum of the l1-SVM (HiGHS linear program)
   python3 python3-grpcio python3-protobuf python3-numpy python3-matplotlib
+  python3-scipy
   sqlite3 procps
   # the Python client package (clients/python): offline wheel build, tests,
   # DataFrames and progress bars
