@@ -2,6 +2,10 @@
 # Entrypoint of the dpopt image (runs under tini as PID 1's child).
 #   docker run IMAGE                 -> dpopt-server with $DPOPT_DB, $DPOPT_LISTEN
 #   docker run IMAGE --flag=value    -> same, extra server flags appended
+#   docker run IMAGE backup|restore --to=/--from=FILE
+#                                    -> dpopt-server backup/restore on $DPOPT_DB
+#                                       (docs/backup.md; restore with the
+#                                       server container stopped)
 #   docker run IMAGE dpopt ...       -> any other command (e.g. the CLI)
 # TLS (issue 14): mount PEM files and set DPOPT_TLS_CERT and DPOPT_TLS_KEY
 # (and DPOPT_TLS_CLIENT_CA for mutual TLS). Without TLS the server refuses a
@@ -9,6 +13,11 @@
 # TLS-terminating proxy). On the first start the curator's token is written
 # to $DPOPT_DB.curator-token (mode 0600) on the volume.
 set -e
+if [ "${1:-}" = "backup" ] || [ "${1:-}" = "restore" ]; then
+  mode="$1"
+  shift
+  exec /usr/local/bin/dpopt-server "$mode" --db="${DPOPT_DB}" "$@"
+fi
 if [ "$#" -eq 0 ] || [ "${1#-}" != "$1" ]; then
   set -- --db="${DPOPT_DB}" --listen="${DPOPT_LISTEN}" "$@"
   if [ -n "${DPOPT_TLS_CERT:-}" ]; then

@@ -16,7 +16,9 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/str_cat.h"
 #include "server/server.h"
+#include "storage/backup.h"
 
 ABSL_FLAG(std::string, db, "dpopt.db",
           "SQLite database file (created and migrated on first start)");
@@ -58,9 +60,86 @@ ABSL_FLAG(int, mpi_timeout, 3600,
           "charged)");
 ABSL_FLAG(int, mpi_max_ranks, 64, "most MPI ranks one dp_dda job may use");
 
+ABSL_FLAG(std::string, ledger_mark_file, "",
+          "the ledger's high-water mark, kept outside the database so that a "
+          "rolled-back ledger (a restored old backup) is noticed; default: "
+          "the --db path + \".ledger-mark\"");
+ABSL_FLAG(bool, allow_ledger_rollback_respending_budget, false,
+          "DANGER: start even though the database's ledger is behind its "
+          "high-water mark (e.g. after restoring an old backup). The charges "
+          "missing from the restored ledger are forgotten, so their privacy "
+          "BUDGET MAY BE SPENT AGAIN on the same data and the datasets' "
+          "(epsilon, delta) guarantees no longer hold as stated. Recorded in "
+          "the audit log; the mark is then reset to the restored ledger");
+ABSL_FLAG(std::string, to, "",
+          "backup: the backup file to create (must not exist)");
+ABSL_FLAG(std::string, from, "", "restore: the backup file to restore");
+
 namespace {
 volatile std::sig_atomic_t g_signal = 0;
 void OnSignal(int sig) { g_signal = sig; }
+
+std::string Describe(const dpopt::storage::DatabaseFileInfo& i) {
+  return absl::StrCat(i.bytes, " bytes, schema v", i.schema_version,
+                      ", ledger at charge #", i.ledger_seq, " (", i.charges,
+                      " charges), ", i.jobs, " jobs, ", i.datasets,
+                      " datasets; integrity_check ok");
+}
+
+// dpopt-server backup --db=PATH --to=FILE
+int RunBackup() {
+  if (absl::GetFlag(FLAGS_to).empty()) {
+    std::cerr << "dpopt-server backup: --to=FILE is required" << std::endl;
+    return 2;
+  }
+  auto info = dpopt::storage::BackupDatabase(absl::GetFlag(FLAGS_db),
+                                             absl::GetFlag(FLAGS_to));
+  if (!info.ok()) {
+    std::cerr << "dpopt-server backup: " << info.status() << std::endl;
+    return 1;
+  }
+  std::cout << "backup of " << absl::GetFlag(FLAGS_db) << " written to "
+            << info->path << ": " << Describe(*info) << std::endl;
+  return 0;
+}
+
+// dpopt-server restore --from=FILE --db=PATH
+int RunRestore() {
+  if (absl::GetFlag(FLAGS_from).empty()) {
+    std::cerr << "dpopt-server restore: --from=FILE is required" << std::endl;
+    return 2;
+  }
+  dpopt::server::ServerOptions o;
+  o.db_path = absl::GetFlag(FLAGS_db);
+  o.ledger_mark_file = absl::GetFlag(FLAGS_ledger_mark_file);
+  auto r = dpopt::storage::RestoreDatabase(absl::GetFlag(FLAGS_from), o.db_path,
+                                           o.LedgerMarkFile());
+  if (!r.ok()) {
+    std::cerr << "dpopt-server restore: " << r.status() << std::endl;
+    return 1;
+  }
+  std::cout << "restored " << absl::GetFlag(FLAGS_from) << " to " << o.db_path
+            << ": " << Describe(r->restored) << std::endl;
+  for (const std::string& f : r->moved_aside) {
+    std::cout << "previous file kept as " << f << std::endl;
+  }
+  if (r->mark_seq.has_value() && *r->mark_seq > r->restored.ledger_seq) {
+    std::cout << "The ledger's high-water mark " << o.LedgerMarkFile()
+              << " records charge #" << *r->mark_seq
+              << ": the restored ledger is "
+              << *r->mark_seq - r->restored.ledger_seq
+              << " charge(s) behind. dpopt-server will refuse to start on it "
+                 "unless started with "
+                 "--allow-ledger-rollback-respending-budget, which forgets "
+                 "those charges: their privacy budget may be spent again."
+              << std::endl;
+  } else {
+    std::cout << "The restored ledger is not behind its high-water mark; "
+                 "dpopt-server will start on it normally."
+              << std::endl;
+  }
+  return 0;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -78,9 +157,15 @@ int main(int argc, char** argv) {
       "usage: dpopt-server [--db=PATH] [--listen=HOST:PORT] [--workers=N] "
       "[--queue=N] [--curator-token-file=PATH] [--tls-cert=PEM "
       "--tls-key=PEM [--tls-client-ca=PEM]] [--insecure] "
-      "[--console-listen=HOST:PORT] [--mpirun=PATH [--dda-worker=PATH] "
+      "[--console-listen=HOST:PORT] [--ledger-mark-file=PATH]\n"
+      "       [--mpirun=PATH [--dda-worker=PATH] "
       "[--mpi-hostfile=FILE] [--mpi-args=A,B] [--mpi-timeout=S] "
-      "[--mpi-max-ranks=N]]");
+      "[--mpi-max-ranks=N]]\n"
+      "       dpopt-server backup --db=PATH --to=FILE     online backup "
+      "(SQLite "
+      "backup API), safe while the server runs\n"
+      "       dpopt-server restore --from=FILE --db=PATH  offline restore "
+      "(server stopped; see docs/backup.md)");
   // Flags are documented with dashes (--tls-cert); Abseil names them with
   // underscores. Accept both spellings of every flag name.
   std::vector<std::string> args(argv, argv + argc);
@@ -93,8 +178,27 @@ int main(int argc, char** argv) {
   }
   std::vector<char*> normalized;
   for (std::string& a : args) normalized.push_back(a.data());
-  absl::ParseCommandLine(static_cast<int>(normalized.size()),
-                         normalized.data());
+  std::vector<char*> positional = absl::ParseCommandLine(
+      static_cast<int>(normalized.size()), normalized.data());
+  const std::string mode = positional.size() > 1 ? positional[1] : "";
+  if (positional.size() > 2 ||
+      (!mode.empty() && mode != "backup" && mode != "restore")) {
+    std::cerr << "dpopt-server: unexpected argument \"" << positional.back()
+              << "\" (see --help)" << std::endl;
+    return 2;
+  }
+  if (mode != "backup" && !absl::GetFlag(FLAGS_to).empty()) {
+    std::cerr << "dpopt-server: --to is only for `dpopt-server backup`"
+              << std::endl;
+    return 2;
+  }
+  if (mode != "restore" && !absl::GetFlag(FLAGS_from).empty()) {
+    std::cerr << "dpopt-server: --from is only for `dpopt-server restore`"
+              << std::endl;
+    return 2;
+  }
+  if (mode == "backup") return RunBackup();
+  if (mode == "restore") return RunRestore();
 
   dpopt::server::ServerOptions o;
   o.db_path = absl::GetFlag(FLAGS_db);
@@ -131,6 +235,9 @@ int main(int argc, char** argv) {
     }
     o.dda_mpi = m;
   }
+  o.ledger_mark_file = absl::GetFlag(FLAGS_ledger_mark_file);
+  o.allow_ledger_rollback =
+      absl::GetFlag(FLAGS_allow_ledger_rollback_respending_budget);
   if (o.insecure && o.tls_cert.empty() &&
       !dpopt::server::IsLoopbackAddress(o.listen)) {
     std::cerr << "dpopt-server: WARNING: --insecure: listening on " << o.listen
@@ -151,6 +258,22 @@ int main(int argc, char** argv) {
               << (o.tls_cert.empty() ? "http" : "https") << "://"
               << o.console_listen.substr(0, o.console_listen.rfind(':')) << ":"
               << (*server)->console_port() << "/console/" << std::endl;
+  }
+  const dpopt::storage::LedgerMarkCheck& mark = (*server)->ledger_mark_check();
+  if (mark.rolled_back) {
+    std::cerr << "dpopt-server: WARNING: started on a ledger ROLLED BACK to "
+                 "charge #"
+              << mark.ledger_seq << " (its high-water mark said "
+              << (mark.mark_seq ? absl::StrCat("#", *mark.mark_seq)
+                                : std::string("nothing readable"))
+              << "): the forgotten charges' budget may be spent again. "
+                 "Recorded in the audit log; the mark now follows this "
+                 "ledger."
+              << std::endl;
+  } else if (!mark.mark_seq.has_value()) {
+    std::cerr << "dpopt-server: created the ledger high-water mark "
+              << o.LedgerMarkFile() << " at charge #" << mark.ledger_seq
+              << std::endl;
   }
   if ((*server)->bootstrapped()) {
     std::cerr << "dpopt-server: created the curator principal \"curator\"; "

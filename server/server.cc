@@ -17,6 +17,7 @@
 #include "server/services.h"
 #include "server/trace_hub.h"
 #include "storage/database.h"
+#include "storage/file_util.h"
 
 namespace dpopt::server {
 
@@ -82,7 +83,16 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<DpoptServer> s(new DpoptServer());
   s->options_ = options;
-  ASSIGN_OR_RETURN(s->db_, storage::Database::Open(options.db_path));
+  // One server per database: a second server (or `dpopt-server restore`)
+  // would race this one's ledger mark and files.
+  ASSIGN_OR_RETURN(s->lock_, storage::FileLock::TryAcquire(
+                                 storage::DatabaseLockPath(options.db_path)));
+  storage::DatabaseOptions db_options;
+  db_options.ledger_mark_path = options.LedgerMarkFile();
+  db_options.allow_ledger_rollback = options.allow_ledger_rollback;
+  ASSIGN_OR_RETURN(s->db_,
+                   storage::Database::Open(options.db_path, db_options));
+  s->mark_check_ = s->db_->ledger_mark_check();
   s->hub_ = std::make_unique<TraceHub>();
   ASSIGN_OR_RETURN(s->datasets_, DatasetManager::Create(s->db_.get()));
   JobManager::Options jo;
@@ -182,6 +192,7 @@ void DpoptServer::Shutdown() {
   jobs_.reset();
   datasets_.reset();
   db_.reset();
+  lock_.reset();
 }
 
 }  // namespace dpopt::server

@@ -11,10 +11,12 @@
 #include "absl/status/statusor.h"
 #include "core/optim/seed004/mpi_settings.h"
 #include "grpcpp/grpcpp.h"
+#include "storage/ledger_mark.h"
 
 namespace dpopt::storage {
 class Database;
-}
+class FileLock;
+}  // namespace dpopt::storage
 
 namespace dpopt::server {
 
@@ -57,7 +59,18 @@ struct ServerOptions {
   // dp_dda's MPI execution (seed 004, --mpirun and friends); unset = MPI
   // jobs are refused before charging.
   std::optional<optim::seed004::MpiSettings> dda_mpi;
+  // The ledger's high-water mark (storage/ledger_mark.h). Empty: db_path +
+  // ".ledger-mark". The server refuses a database whose ledger is behind it.
+  std::string ledger_mark_file;
+  // DANGER: start even if the ledger is behind its mark (a restored old
+  // backup): the forgotten charges' budget may be spent again. Recorded in
+  // the audit log; the mark is reset to the restored ledger.
+  bool allow_ledger_rollback = false;
   absl::Status Validate() const;
+  std::string LedgerMarkFile() const {
+    return ledger_mark_file.empty() ? db_path + ".ledger-mark"
+                                    : ledger_mark_file;
+  }
   std::string TokenFile() const {
     return curator_token_file.empty() ? db_path + ".curator-token"
                                       : curator_token_file;
@@ -69,7 +82,10 @@ bool IsLoopbackAddress(absl::string_view listen);
 
 class DpoptServer {
  public:
-  // Opens (and migrates) the database, marks jobs interrupted by a previous
+  // Takes the database lock (`<db>.lock`; FAILED_PRECONDITION if another
+  // server or a restore holds it), opens (and migrates) the database, checks
+  // its ledger against the high-water mark (FAILED_PRECONDITION if behind,
+  // unless allow_ledger_rollback), marks jobs interrupted by a previous
   // crash as FAILED (they stay charged), and starts listening.
   static absl::StatusOr<std::unique_ptr<DpoptServer>> Start(
       const ServerOptions& options);
@@ -80,6 +96,10 @@ class DpoptServer {
   int console_port() const;
   // Whether this start created the bootstrap curator and wrote its token.
   bool bootstrapped() const { return bootstrapped_; }
+  // What the start found when it compared the ledger with its mark.
+  const storage::LedgerMarkCheck& ledger_mark_check() const {
+    return mark_check_;
+  }
   // Blocks until Shutdown() is called from another thread.
   void Wait();
   // Deterministic shutdown: stop accepting RPCs, cancel and join jobs, close
@@ -91,6 +111,7 @@ class DpoptServer {
 
   ServerOptions options_;
   int port_ = 0;
+  std::unique_ptr<storage::FileLock> lock_;  // released after db_ closes
   std::unique_ptr<storage::Database> db_;
   std::unique_ptr<TraceHub> hub_;
   std::unique_ptr<DatasetManager> datasets_;
@@ -101,6 +122,7 @@ class DpoptServer {
   std::unique_ptr<AdminServiceImpl> admin_service_;
   std::unique_ptr<Authenticator> auth_;
   bool bootstrapped_ = false;
+  storage::LedgerMarkCheck mark_check_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<console::Console> console_;
   bool shut_down_ = false;

@@ -27,8 +27,76 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(
   ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn,
                    Connection::Open(path, conn_options));
   RETURN_IF_ERROR(ApplyMigrations(*conn, SchemaMigrations()));
-  return std::unique_ptr<Database>(
-      new Database(path, options, std::move(conn)));
+  std::unique_ptr<Database> db(new Database(path, options, std::move(conn)));
+  if (!options.ledger_mark_path.empty()) {
+    RETURN_IF_ERROR(db->CheckLedgerMark());
+  }
+  return db;
+}
+
+absl::Status Database::CheckLedgerMark() {
+  const std::string& mark_path = options_.ledger_mark_path;
+  LedgerMarkCheck& check = mark_check_;
+  check.checked = true;
+  absl::StatusOr<std::optional<int64_t>> mark = LedgerMark::Read(mark_path);
+  if (!mark.ok()) {
+    if (!absl::IsDataLoss(mark.status()) || !options_.allow_ledger_rollback) {
+      return absl::Status(
+          mark.status().code(),
+          absl::StrCat(mark.status().message(),
+                       ". Without a valid mark the server cannot tell "
+                       "whether this database's ledger was rolled back"));
+    }
+    check.mark_unreadable = true;
+  } else {
+    check.mark_seq = *mark;
+  }
+  ASSIGN_OR_RETURN(check.ledger_seq, ledger_.LastSeq());
+  const bool behind =
+      check.mark_unreadable ||
+      (check.mark_seq.has_value() && check.ledger_seq < *check.mark_seq);
+  if (behind && !options_.allow_ledger_rollback) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the privacy ledger of ", path_, " ends at charge #", check.ledger_seq,
+        ", but its high-water mark ", mark_path, " records charge #",
+        *check.mark_seq,
+        ": this database is older than the ledger it "
+        "replaced (a restored backup, or a copied or recreated file). Starting "
+        "on it would forget ",
+        *check.mark_seq - check.ledger_seq,
+        " charge(s) and let their privacy budget be spent again. Restore a "
+        "newer backup, or accept that with "
+        "--allow-ledger-rollback-respending-budget (recorded in the audit "
+        "log)"));
+  }
+  if (behind) {
+    // Forced. The audit record commits (durably) before the mark is reset:
+    // a crash in between leaves the mark ahead, so the next start refuses
+    // again instead of forgetting the rollback.
+    check.rolled_back = true;
+    AuditRecord r;
+    r.principal = "dpopt-server";
+    r.method = "Server/AllowLedgerRollback";
+    r.detail =
+        check.mark_unreadable
+            ? absl::StrCat(
+                  "started with an unreadable ledger high-water mark; "
+                  "reset to the ledger's charge #",
+                  check.ledger_seq,
+                  ": earlier charges may be missing and their budget "
+                  "may be spent again")
+            : absl::StrCat("ledger rolled back from charge #", *check.mark_seq,
+                           " to #", check.ledger_seq, ": ",
+                           *check.mark_seq - check.ledger_seq,
+                           " charge(s) forgotten, their budget may be spent "
+                           "again");
+    RETURN_IF_ERROR(access_.AppendAudit(r));
+  }
+  if (!check.mark_seq.has_value() || *check.mark_seq != check.ledger_seq) {
+    RETURN_IF_ERROR(LedgerMark::Write(mark_path, check.ledger_seq));
+  }
+  ledger_mark_ = std::make_unique<LedgerMark>(mark_path, check.ledger_seq);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int> Database::SchemaVersion() {

@@ -14,7 +14,9 @@
 #ifndef DPOPT_STORAGE_DATABASE_H_
 #define DPOPT_STORAGE_DATABASE_H_
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -26,6 +28,7 @@
 #include "storage/dataset_store.h"
 #include "storage/job_store.h"
 #include "storage/ledger.h"
+#include "storage/ledger_mark.h"
 #include "storage/sqlite.h"
 
 namespace dpopt::storage {
@@ -38,6 +41,17 @@ struct DatabaseOptions {
   bool create_if_missing = true;
   // Rows per stored block at import; 1 <= block_rows <= 1 << 20.
   int block_rows = 4096;
+  // The ledger's high-water mark file (storage/ledger_mark.h); empty (the
+  // default): none, for tools and tests that do not charge. When set, Open
+  // refuses (FAILED_PRECONDITION) a database whose ledger ends below the
+  // mark, creates the mark if the file is missing, catches it up if it lags,
+  // and Database::ledger_mark() is the mark to advance after each charge.
+  std::string ledger_mark_path;
+  // DANGER. Open a database whose ledger is behind its mark (or whose mark
+  // is unreadable) anyway: the charges missing from the ledger are
+  // forgotten, so their privacy budget may be spent again. The rollback is
+  // appended to the audit log first, then the mark is reset to the ledger.
+  bool allow_ledger_rollback = false;
 
   absl::Status Validate() const;
 };
@@ -47,10 +61,12 @@ class Database {
   using Options = DatabaseOptions;
 
   // Opens `path` (created if missing and allowed), enables WAL, foreign keys
-  // and synchronous=FULL, and applies pending schema migrations.
+  // and synchronous=FULL, applies pending schema migrations and checks the
+  // ledger against options.ledger_mark_path (if set).
   // Errors: INVALID_ARGUMENT (options); NOT_FOUND (missing file with
   // !create_if_missing); FAILED_PRECONDITION (the file has a newer schema
-  // than this build); DATA_LOSS (not a database / corrupt); UNAVAILABLE.
+  // than this build; or its ledger is behind the high-water mark);
+  // DATA_LOSS (not a database / corrupt; malformed mark); UNAVAILABLE.
   static absl::StatusOr<std::unique_ptr<Database>> Open(
       const std::string& path, const Options& options = Options());
 
@@ -69,6 +85,11 @@ class Database {
   // The schema version recorded in the file.
   absl::StatusOr<int> SchemaVersion();
 
+  // The high-water mark to advance after each committed charge; nullptr
+  // when options.ledger_mark_path is empty.
+  LedgerMark* ledger_mark() { return ledger_mark_.get(); }
+  const LedgerMarkCheck& ledger_mark_check() const { return mark_check_; }
+
  private:
   friend class DatasetStore;
   friend class Ledger;
@@ -86,6 +107,9 @@ class Database {
         jobs_(*this),
         access_(*this) {}
 
+  // Open's comparison of the ledger with options_.ledger_mark_path.
+  absl::Status CheckLedgerMark();
+
   // Runs fn(Connection&) with the connection lock held; returns its result.
   template <typename Fn>
   auto WithConnection(Fn&& fn) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -101,6 +125,8 @@ class Database {
   Ledger ledger_;
   JobStore jobs_;
   AccessStore access_;
+  std::unique_ptr<LedgerMark> ledger_mark_;
+  LedgerMarkCheck mark_check_;
 };
 
 }  // namespace dpopt::storage

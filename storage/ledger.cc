@@ -179,4 +179,17 @@ absl::StatusOr<LedgerSnapshot> Ledger::Snapshot(absl::string_view dataset) {
       });
 }
 
+absl::StatusOr<int64_t> Ledger::LastSeqLocked(Connection& conn) {
+  ASSIGN_OR_RETURN(Statement st,
+                   conn.Prepare("SELECT COALESCE(MAX(seq), 0) FROM ledger"));
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::InternalError("MAX(seq) returned no row");
+  return st.ColumnInt64(0);
+}
+
+absl::StatusOr<int64_t> Ledger::LastSeq() {
+  return db_.WithConnection(
+      [](Connection& conn) { return LastSeqLocked(conn); });
+}
+
 }  // namespace dpopt::storage

@@ -99,12 +99,17 @@ class Ledger {
   // consistent view for budget displays and estimates).
   absl::StatusOr<LedgerSnapshot> Snapshot(absl::string_view dataset);
 
+  // The sequence number of the last charge of any dataset (0 if none): the
+  // value the high-water mark (ledger_mark.h) tracks.
+  absl::StatusOr<int64_t> LastSeq();
+
  private:
   friend class Database;
   explicit Ledger(Database& db) : db_(db) {}
 
   static absl::StatusOr<std::vector<LedgerEntry>> ListLocked(
       Connection& conn, const DatasetRecord& dataset);
+  static absl::StatusOr<int64_t> LastSeqLocked(Connection& conn);
 
   Database& db_;
 };

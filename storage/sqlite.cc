@@ -1,7 +1,9 @@
 #include "storage/sqlite.h"
 
 #include <sqlite3.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -75,14 +77,19 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
   if (path.find('\0') != std::string::npos) {
     return absl::InvalidArgumentError("database path contains a NUL byte");
   }
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX;
-  if (options.create_if_missing) flags |= SQLITE_OPEN_CREATE;
+  int flags =
+      (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) |
+      SQLITE_OPEN_FULLMUTEX;
+  if (options.create_if_missing && !options.read_only) {
+    flags |= SQLITE_OPEN_CREATE;
+  }
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {
     std::string errmsg = db != nullptr ? sqlite3_errmsg(db) : "";
     sqlite3_close_v2(db);
-    if (rc == SQLITE_CANTOPEN && !options.create_if_missing) {
+    if (rc == SQLITE_CANTOPEN &&
+        (!options.create_if_missing || options.read_only)) {
       return absl::NotFoundError(
           absl::StrCat("database file does not exist: ", path));
     }
@@ -91,6 +98,11 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
   sqlite3_extended_result_codes(db, 1);
   std::unique_ptr<Connection> conn(new Connection(db, path));
   sqlite3_busy_timeout(db, options.busy_timeout_ms);
+  if (options.read_only) {
+    // Reading the schema detects a non-database file (DATA_LOSS).
+    RETURN_IF_ERROR(conn->Execute("SELECT count(*) FROM sqlite_master"));
+    return conn;
+  }
   // The first statement that reads the file detects a non-database file
   // (SQLITE_NOTADB -> DATA_LOSS). WAL survives across opens; the others are
   // per-connection settings.
@@ -153,6 +165,66 @@ int64_t Connection::Changes() const { return sqlite3_changes64(db_); }
 
 bool Connection::InTransaction() const {
   return sqlite3_get_autocommit(db_) == 0;
+}
+
+absl::Status Connection::BackupTo(const std::string& dest_path) {
+  sqlite3* dest = nullptr;
+  // SQLITE_OPEN_EXCLUSIVE is ignored by sqlite3_open_v2, so check first
+  // (storage/backup.cc copies to a fresh temporary name anyway).
+  if (::access(dest_path.c_str(), F_OK) == 0) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("backup destination ", dest_path, " already exists"));
+  }
+  int rc = sqlite3_open_v2(dest_path.c_str(), &dest,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  auto fail = [&](absl::Status s) {
+    sqlite3_close_v2(dest);
+    std::remove(dest_path.c_str());
+    std::remove((dest_path + "-journal").c_str());
+    return s;
+  };
+  if (rc != SQLITE_OK) {
+    return fail(SqliteStatus(rc, absl::StrCat("creating ", dest_path),
+                             dest != nullptr ? sqlite3_errmsg(dest) : ""));
+  }
+  sqlite3_extended_result_codes(dest, 1);
+  sqlite3_backup* backup = sqlite3_backup_init(dest, "main", db_, "main");
+  if (backup == nullptr) {
+    return fail(SqliteStatus(sqlite3_extended_errcode(dest), "backup init",
+                             sqlite3_errmsg(dest)));
+  }
+  // One step copies every page under one read transaction of the source.
+  // The source connection's busy handler does not apply to the backup, so
+  // retry BUSY/LOCKED (a writer mid-checkpoint) for up to ~10 s.
+  for (int attempt = 0;; ++attempt) {
+    rc = sqlite3_backup_step(backup, -1);
+    if ((rc == SQLITE_BUSY || rc == SQLITE_LOCKED) && attempt < 1000) {
+      sqlite3_sleep(10);
+      continue;
+    }
+    break;
+  }
+  const int finish = sqlite3_backup_finish(backup);
+  if (rc != SQLITE_DONE) {
+    return fail(SqliteStatus(rc, "backup step", sqlite3_errstr(rc)));
+  }
+  if (finish != SQLITE_OK) {
+    return fail(SqliteStatus(finish, "backup finish", sqlite3_errmsg(dest)));
+  }
+  char* err = nullptr;
+  rc = sqlite3_exec(dest,
+                    "PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL; "
+                    "PRAGMA user_version",  // any statement: forces a read
+                    nullptr, nullptr, &err);
+  std::string msg = err != nullptr ? err : "";
+  sqlite3_free(err);
+  if (rc != SQLITE_OK) return fail(SqliteStatus(rc, "backup journal", msg));
+  rc = sqlite3_close_v2(dest);
+  dest = nullptr;
+  if (rc != SQLITE_OK) {
+    return fail(SqliteStatus(rc, absl::StrCat("closing ", dest_path)));
+  }
+  return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------------------

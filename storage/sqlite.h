@@ -52,6 +52,9 @@ struct ConnectionOptions {
   // Create the file if it does not exist; otherwise Open fails with
   // NOT_FOUND for a missing file.
   bool create_if_missing = true;
+  // Open read-only and leave the journal mode as it is (for inspecting a
+  // backup file without changing it). Implies !create_if_missing.
+  bool read_only = false;
 
   absl::Status Validate() const;
 };
@@ -87,6 +90,16 @@ class Connection {
   int64_t Changes() const;
   // True while an explicit transaction is open.
   bool InTransaction() const;
+
+  // Copies this connection's main database into a new file `dest_path`
+  // (which must not exist) with SQLite's online backup API, in a single
+  // backup step: the copy is the snapshot of one read transaction, and in
+  // WAL mode writers on other connections and processes continue meanwhile.
+  // The copy is switched to journal_mode=DELETE, so it is one
+  // self-contained file, and synced. Errors: ALREADY_EXISTS (dest exists);
+  // the mapped SQLite error otherwise (UNAVAILABLE when busy for longer than
+  // the busy timeout). On error `dest_path` is removed.
+  absl::Status BackupTo(const std::string& dest_path);
 
   const std::string& path() const { return path_; }
 

@@ -29,40 +29,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string SmallCsv(int n) {
-  std::string out;
-  for (int i = 0; i < n; ++i) {
-    const double a = (i % 10) / 10.0, b = (i % 7) / 7.0;
-    absl::StrAppend(&out, a, ",", b, ",", a + b > 0.9 ? "1" : "-1", "\n");
-  }
-  return out;
-}
-
 v1::ImportHeader Header(const std::string& name, double eps,
                         bool is_public = false) {
-  v1::ImportHeader h;
-  h.set_name(name);
-  h.set_format(v1::DATASET_FORMAT_CSV);
-  h.set_dimension(2);
-  h.set_label_last(true);
-  h.set_public_(is_public);
-  if (!is_public) {
-    h.set_epsilon_budget(eps);
-    h.set_delta_budget(1e-6);
-  }
-  return h;
+  return SmallCsvHeader(name, eps, is_public);
 }
 
 v1::JobSpec Spec(const std::string& dataset, double eps, int steps = 5) {
-  v1::JobSpec spec;
-  const std::string json = absl::StrCat(
-      R"({"dataset": ")", dataset,
-      R"(", "model": {"logistic_regression": {"l2": 0.01}}, "privacy": {"epsilon": )",
-      eps,
-      R"(, "delta": 1e-6}, "algorithm": {"dp_gd": {"steps": )", steps,
-      R"(, "clip_norm": 1, "learning_rate": 0.5}}})");
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &spec).ok());
-  return spec;
+  return QuickDpGdSpec(dataset, eps, steps);
 }
 
 // Stubs of every service on a channel carrying one token.

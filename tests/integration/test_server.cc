@@ -10,6 +10,8 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/json_util.h"
 #include "grpcpp/support/client_interceptor.h"
 #include "gtest/gtest.h"
 
@@ -62,6 +64,41 @@ std::shared_ptr<grpc::Channel> TokenChannel(const std::string& target,
       std::move(factories));
 }
 
+std::string SmallCsv(int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) {
+    const double a = (i % 10) / 10.0, b = (i % 7) / 7.0;
+    absl::StrAppend(&out, a, ",", b, ",", a + b > 0.9 ? "1" : "-1", "\n");
+  }
+  return out;
+}
+
+v1::ImportHeader SmallCsvHeader(const std::string& name, double eps,
+                                bool is_public) {
+  v1::ImportHeader h;
+  h.set_name(name);
+  h.set_format(v1::DATASET_FORMAT_CSV);
+  h.set_dimension(2);
+  h.set_label_last(true);
+  h.set_public_(is_public);
+  if (!is_public) {
+    h.set_epsilon_budget(eps);
+    h.set_delta_budget(1e-6);
+  }
+  return h;
+}
+
+v1::JobSpec QuickDpGdSpec(const std::string& dataset, double eps, int steps) {
+  v1::JobSpec spec;
+  const std::string json = absl::StrCat(
+      R"({"dataset": ")", dataset,
+      R"(", "model": {"logistic_regression": {"l2": 0.01}}, "privacy": {"epsilon": )",
+      eps, R"(, "delta": 1e-6}, "algorithm": {"dp_gd": {"steps": )", steps,
+      R"(, "clip_norm": 1, "learning_rate": 0.5}}})");
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &spec).ok());
+  return spec;
+}
+
 std::string DataPath(const std::string& relative) {
   const char* root = std::getenv("DPOPT_SOURCE_DIR");
   return std::string(root != nullptr ? root : ".") + "/" + relative;
@@ -101,17 +138,20 @@ TestServer::~TestServer() {
 }
 
 void TestServer::Start() {
+  const absl::Status s = TryStart();
+  if (!s.ok()) ADD_FAILURE() << s;
+}
+
+absl::Status TestServer::TryStart(bool allow_ledger_rollback) {
   server::ServerOptions o;
   o.db_path = db_path_;
   o.listen = "127.0.0.1:0";
   o.workers = workers_;
   o.queue_capacity = queue_capacity_;
   if (configure_) configure_(o);
+  o.allow_ledger_rollback = allow_ledger_rollback;
   auto s = server::DpoptServer::Start(o);
-  if (!s.ok()) {
-    ADD_FAILURE() << s.status();
-    return;
-  }
+  if (!s.ok()) return s.status();
   server_ = std::move(*s);
   curator_token_ = ReadFileOrDie(o.TokenFile());
   while (!curator_token_.empty() && curator_token_.back() == '\n') {
@@ -122,6 +162,7 @@ void TestServer::Start() {
   budget_ = v1::BudgetService::NewStub(channel_);
   jobs_ = v1::JobService::NewStub(channel_);
   admin_ = v1::AdminService::NewStub(channel_);
+  return absl::OkStatus();
 }
 
 void TestServer::Stop() {

@@ -24,6 +24,9 @@ class TestServer {
 
   // Restarts the server on the same database (after Stop()).
   void Start();
+  // Start() that returns the server's start-up error instead of failing the
+  // test; `allow_ledger_rollback` as in server::ServerOptions.
+  absl::Status TryStart(bool allow_ledger_rollback = false);
   void Stop();
 
   v1::DatasetService::Stub& datasets() { return *datasets_; }
@@ -66,6 +69,16 @@ class TestServer {
 // (no metadata when token is empty).
 std::shared_ptr<grpc::Channel> TokenChannel(const std::string& target,
                                             const std::string& token);
+
+// A small 2-feature CSV (label last) of n rows, for quick jobs.
+std::string SmallCsv(int n);
+// The import header of a SmallCsv: private with budget (eps, 1e-6), or
+// public.
+v1::ImportHeader SmallCsvHeader(const std::string& name, double eps,
+                                bool is_public = false);
+// A quick DP-GD logistic-regression job on `dataset` at (eps, 1e-6).
+v1::JobSpec QuickDpGdSpec(const std::string& dataset, double eps,
+                          int steps = 5);
 
 // Path of a vendored data file (data/adult/a9a, ...), from $DPOPT_SOURCE_DIR.
 std::string DataPath(const std::string& relative);
