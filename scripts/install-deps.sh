@@ -27,8 +27,10 @@ packages=(
   clang libclang-rt-14-dev openssl
   # seed 001: GLPK (LP solver) and GMP (exact vector Laplace noise)
   libglpk-dev libgmp-dev
-  # tests, interop clients and plots
+  # tests, interop clients and plots; scipy: the seed-004 reproduction's
+  # reference optimum of the l1-SVM (HiGHS linear program)
   python3 python3-grpcio python3-protobuf python3-numpy python3-matplotlib
+  python3-scipy
   sqlite3 procps
   # the Python client package (clients/python): offline wheel build, tests,
   # DataFrames and progress bars
