@@ -76,6 +76,17 @@ class Mp {
   mpfr_t x_;
 };
 
+// MPFR keeps per-thread caches of constants (log 2, ...) that mpfr_exp and
+// mpfr_log1p fill; they are not freed when a job thread exits. Release them
+// when the MPFR work of a call is done.
+class ReleaseMpfrThreadCache {
+ public:
+  ReleaseMpfrThreadCache() = default;
+  ReleaseMpfrThreadCache(const ReleaseMpfrThreadCache&) = delete;
+  ReleaseMpfrThreadCache& operator=(const ReleaseMpfrThreadCache&) = delete;
+  ~ReleaseMpfrThreadCache() { mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); }
+};
+
 // c_lo <= c <= c_hi for c = ((1 - q) - exp(-lambda)) / (1 - exp(-lambda)),
 // lambda = s 2^-64, computed at `prec` bits with outward rounding. c_lo is
 // clamped at 0 (c >= 0 is proven). REQUIRES: prec >= 192.
@@ -108,6 +119,7 @@ void Bracket(double q, uint64_t s, mpfr_prec_t prec, mpfr_ptr c_lo,
 SkipPoissonSampler::SkipPoissonSampler(double q, RandomSource& rng)
     : q_(q), rng_(rng) {
   assert(q > 0 && q <= kMaxRate);
+  const ReleaseMpfrThreadCache release_cache;
   constexpr mpfr_prec_t kPrec = 192;
   {
     Mp x(kPrec), l(kPrec);
@@ -182,6 +194,7 @@ bool SkipPoissonSampler::Keep(uint64_t word) {
 
 bool SkipPoissonSampler::KeepSlow(uint64_t word) {
   ++slow_decisions_;
+  const ReleaseMpfrThreadCache release_cache;
   std::vector<uint64_t> v = {word};
   for (mpfr_prec_t prec = 256;; prec *= 2) {
     Mp c_lo(prec), c_hi(prec);

@@ -1,92 +1,51 @@
-"""Thin dpopt gRPC client for the seed-000 experiments (analyst + curator).
+"""The seed-000 experiments' view of dpopt: a batch runner over the dpopt
+Python package (clients/python, imported as `dpopt`).
 
-Talks only to the public API (proto/dpopt/v1). If the server wrote a curator
-token next to its database (<db>.curator-token, access control of issue 14),
-every call sends it as `authorization: Bearer <token>`.
+Everything goes through the public API via `dpopt.Client` (token, channel,
+stubs, error mapping); this module only adds what the experiments need on
+top: importing numpy arrays with the experiments' defaults, and running
+many jobs with a bounded number in flight, returning plain records.
 """
-import os
-import sys
 import time
 
-import grpc
+import dpopt
 
 
 class Client:
-    def __init__(self, stubs, server, token_file=None):
-        sys.path.insert(0, stubs)
-        from dpopt.v1 import dpopt_pb2, dpopt_pb2_grpc, job_spec_pb2  # noqa
-        from google.protobuf import json_format
-        self.pb = dpopt_pb2
-        self.spec_pb = job_spec_pb2
-        self.json_format = json_format
-        self.channel = grpc.insecure_channel(
-            server, options=[("grpc.max_receive_message_length", 1 << 28)])
-        self.datasets = dpopt_pb2_grpc.DatasetServiceStub(self.channel)
-        self.jobs = dpopt_pb2_grpc.JobServiceStub(self.channel)
-        self.budget = dpopt_pb2_grpc.BudgetServiceStub(self.channel)
-        self.metadata = ()
-        if token_file and os.path.exists(token_file):
-            with open(token_file) as f:
-                self.metadata = (("authorization", "Bearer " + f.read().strip()),)
+    def __init__(self, server, token_file=None):
+        # Large released traces: dpopt.Client's channel already allows
+        # large messages.
+        self.api = dpopt.Client(server, token_file=token_file or None, timeout=300)
+        self.api.wait_ready(timeout=60)
 
-    def import_dense(self, name, x, y, public, label_type="REAL",
-                     relation="ADD_REMOVE", epsilon_budget=1e9, delta_budget=0.5,
+    def import_dense(self, name, x, y, public, label_type="real",
+                     relation="add_remove", epsilon_budget=1e9, delta_budget=0.5,
                      row_norm_bound=0.0):
-        """Curator: imports rows x (n x d) with labels y as CSV."""
-        pb = self.pb
-        lines = []
-        for row, lab in zip(x, y):
-            lines.append(",".join(repr(float(v)) for v in row) + "," + repr(float(lab)))
-        data = ("\n".join(lines) + "\n").encode()
-        header = pb.ImportHeader(
-            name=name, format=pb.DATASET_FORMAT_CSV, dimension=x.shape[1],
-            public=public, label_last=True,
-            label_type=getattr(pb, "LABEL_TYPE_" + label_type),
-            description="seed-000 experiment data")
+        """Curator: imports rows x (n x d) with labels y (CSV, exact doubles)."""
+        header = dict(public=public, label_type=label_type,
+                      description="seed-000 experiment data")
         if row_norm_bound > 0:
-            header.bounds.row_norm_bound = row_norm_bound
+            header["bounds"] = {"row_norm_bound": row_norm_bound}
         if not public:
-            header.epsilon_budget = epsilon_budget
-            header.delta_budget = delta_budget
-            header.relation = getattr(pb, relation)
-
-        def reqs():
-            yield pb.ImportDatasetRequest(header=header)
-            for i in range(0, len(data), 1 << 20):
-                yield pb.ImportDatasetRequest(chunk=data[i:i + (1 << 20)])
-        return self.datasets.ImportDataset(reqs(), timeout=900,
-                                           metadata=self.metadata)
+            header.update(epsilon_budget=epsilon_budget, delta_budget=delta_budget,
+                          relation=relation)
+        return self.api.import_arrays(name, x, y, **header)
 
     def import_libsvm(self, name, path, dimension, public, epsilon_budget=1e9,
                       delta_budget=0.5):
-        pb = self.pb
-        with open(path, "rb") as f:
-            data = f.read()
-        header = pb.ImportHeader(name=name, format=pb.DATASET_FORMAT_LIBSVM,
-                                 dimension=dimension, public=public,
-                                 label_type=pb.LABEL_TYPE_BINARY)
+        header = dict(format="libsvm", dimension=dimension, public=public,
+                      label_type="binary")
         if not public:
-            header.epsilon_budget = epsilon_budget
-            header.delta_budget = delta_budget
-
-        def reqs():
-            yield pb.ImportDatasetRequest(header=header)
-            for i in range(0, len(data), 1 << 20):
-                yield pb.ImportDatasetRequest(chunk=data[i:i + (1 << 20)])
-        return self.datasets.ImportDataset(reqs(), timeout=900,
-                                           metadata=self.metadata)
-
-    def spec(self, d):
-        return self.json_format.ParseDict(d, self.spec_pb.JobSpec())
+            header.update(epsilon_budget=epsilon_budget, delta_budget=delta_budget)
+        return self.api.import_dataset(name, path, **header)
 
     def estimate(self, spec_dict):
-        return self.jobs.EstimateJob(self.pb.EstimateJobRequest(
-            spec=self.spec(spec_dict)), timeout=120, metadata=self.metadata)
+        return self.api.estimate(spec_dict)
 
     def run(self, specs, inflight_max=40, progress=None):
         """Submits every spec (dicts), keeps <= inflight_max queued, waits,
-        returns one record per spec (same order)."""
-        pb = self.pb
+        returns one record per spec (same order). A refused submission gives
+        {"state": "REFUSED:<gRPC code>", "message": ...}."""
         out = [None] * len(specs)
         pending = list(range(len(specs)))
         inflight = []
@@ -95,33 +54,28 @@ class Client:
             while pending and len(inflight) < inflight_max:
                 k = pending.pop(0)
                 try:
-                    job = self.jobs.SubmitJob(
-                        pb.SubmitJobRequest(spec=self.spec(specs[k])),
-                        timeout=300, metadata=self.metadata)
-                except grpc.RpcError as e:
-                    out[k] = {"state": "REFUSED:" + e.code().name,
-                              "message": e.details()}
+                    job = self.api.submit(specs[k], wait=False)
+                except dpopt.DpoptError as e:
+                    out[k] = {"state": "REFUSED:" + e.code_name, "message": e.message}
                     done += 1
                     continue
-                inflight.append((k, job.id))
+                inflight.append((k, job))
             still = []
-            for k, jid in inflight:
-                j = self.jobs.GetJob(pb.GetJobRequest(id=jid), timeout=60,
-                                     metadata=self.metadata)
-                state = pb.JobState.Name(j.state)
-                if state in ("JOB_STATE_QUEUED", "JOB_STATE_RUNNING"):
-                    still.append((k, jid))
+            for k, job in inflight:
+                job.refresh()
+                if not job.done:
+                    still.append((k, job))
                     continue
-                rec = {"state": state, "message": j.message, "job_id": jid}
+                state = "JOB_STATE_" + job.state.name
+                rec = {"state": state, "message": job.message, "job_id": job.id}
                 if state == "JOB_STATE_SUCCEEDED":
-                    r = self.jobs.GetJobResult(pb.GetJobResultRequest(id=jid),
-                                               timeout=120,
-                                               metadata=self.metadata)
-                    rec["weights"] = list(r.model.weights)
-                    rec["released"] = {o.name: list(o.values) for o in r.released}
+                    r = job.result()
+                    rec["weights"] = [float(v) for v in r.weights.ravel()]
+                    rec["released"] = {k2: [float(v) for v in vals]
+                                       for k2, vals in r.released.items()}
                     rec["cost_epsilon"] = r.cost.epsilon
                     rec["charged"] = r.cost.charged
-                    if r.HasField("evaluation"):
+                    if r.evaluation is not None and r.proto.HasField("evaluation"):
                         rec["accuracy"] = r.evaluation.accuracy
                         rec["loss"] = r.evaluation.loss
                 out[k] = rec

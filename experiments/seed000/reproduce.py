@@ -495,7 +495,6 @@ def e3_adult(c, args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--stubs", required=True)
     ap.add_argument("--server", required=True)
     ap.add_argument("--token-file", default="")
     ap.add_argument("--out", required=True)
@@ -506,7 +505,7 @@ def main():
     ap.add_argument("--e3-eta", type=float, default=10.0)
     ap.add_argument("--adult-eta", type=float, default=0.05)
     args = ap.parse_args()
-    c = Client(args.stubs, args.server, args.token_file)
+    c = Client(args.server, args.token_file)
     os.makedirs(args.out, exist_ok=True)
     meta = {"quick": args.quick, "seeds": args.seeds, "e1_runs": args.e1_runs,
             "e3_eta": args.e3_eta, "adult_eta": args.adult_eta}

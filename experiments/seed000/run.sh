@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Seed 000 reproduction (spec/seed-000-dp-bilevel.md §6): one command. Builds
 # dpopt-server if needed, starts it on a temp DB and a free loopback port,
-# runs reproduce.py through the gRPC API (Python stubs generated from proto/),
+# runs reproduce.py through the gRPC API with the dpopt Python client
+# (clients/python, built offline; it generates the stubs from proto/),
 # then report.py writes tables and figures into experiments/seed000/results/.
 #   experiments/seed000/run.sh [--quick] [--build-dir DIR] [--only e1,e2,e3,adult]
 # Full run: about 20-25 minutes on 2 cores (run it with nice -n 10); --quick:
@@ -35,9 +36,8 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-mkdir -p "$tmp/stubs"
-protoc -I "$repo/proto" --plugin=protoc-gen-grpc_python="$(command -v grpc_python_plugin)" \
-  --python_out="$tmp/stubs" --grpc_python_out="$tmp/stubs" "$repo"/proto/dpopt/v1/*.proto
+"$repo/clients/python/build_wheel.sh" "$tmp/py" >/dev/null
+export PYTHONPATH="$tmp/py/site${PYTHONPATH:+:$PYTHONPATH}"
 port="$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 "$server_bin" --db="$tmp/dpopt.db" --listen="127.0.0.1:$port" --workers=2 --queue=64 \
   >"$tmp/server.log" 2>&1 &
@@ -52,7 +52,7 @@ for _ in range(120):
 sys.exit("server did not start")
 PY
 start=$SECONDS
-"$py" "$here/reproduce.py" --stubs "$tmp/stubs" --server "127.0.0.1:$port" \
+"$py" "$here/reproduce.py" --server "127.0.0.1:$port" \
   --token-file "$tmp/dpopt.db.curator-token" --out "$out" "${extra[@]}"
 "$py" "$here/report.py" "$out"
 echo "seed000: done in $((SECONDS - start)) s; see $out/"

@@ -53,11 +53,17 @@ def _read(path):
         return f.read()
 
 
+_MAX_REPLY_BYTES = 256 << 20
+
+
 def make_channel(server, tls):
     """A channel to `server`: plaintext when `tls` is None or False, else TLS
     (True: system roots; a path: that CA file; a :class:`TLS`)."""
+    # Results with traced iterates can exceed gRPC's default 4 MiB reply
+    # limit; the server bounds what it sends.
+    options = [("grpc.max_receive_message_length", _MAX_REPLY_BYTES)]
     if tls is None or tls is False:
-        return grpc.insecure_channel(server)
+        return grpc.insecure_channel(server, options=options)
     if tls is True:
         tls = TLS()
     elif isinstance(tls, (str, os.PathLike)):
@@ -72,7 +78,6 @@ def make_channel(server, tls):
         root_certificates=_read(tls.ca) if tls.ca else None,
         private_key=_read(tls.key) if tls.key else None,
         certificate_chain=_read(tls.cert) if tls.cert else None)
-    options = []
     if tls.server_name:
         options.append(("grpc.ssl_target_name_override", tls.server_name))
     return grpc.secure_channel(server, creds, options=options)
