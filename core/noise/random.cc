@@ -1,8 +1,12 @@
 #include "core/noise/random.h"
 
 #include <errno.h>
+#include <openssl/err.h>
+#include <openssl/rand.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <array>
 #include <cmath>
@@ -72,12 +76,12 @@ bool RandomSource::Bernoulli(double p) {
 namespace {
 
 // Buffered reader of the kernel CSPRNG. Fails closed (sticky status).
-class SecureRandom final : public RandomSource {
+class KernelRandom final : public RandomSource {
  public:
-  SecureRandom() = default;
-  SecureRandom(const SecureRandom&) = delete;
-  SecureRandom& operator=(const SecureRandom&) = delete;
-  ~SecureRandom() override { explicit_bzero(buffer_.data(), sizeof(buffer_)); }
+  KernelRandom() = default;
+  KernelRandom(const KernelRandom&) = delete;
+  KernelRandom& operator=(const KernelRandom&) = delete;
+  ~KernelRandom() override { explicit_bzero(buffer_.data(), sizeof(buffer_)); }
 
   uint64_t NextUint64() override {
     if (next_ == buffer_.size()) Refill();
@@ -116,10 +120,89 @@ class SecureRandom final : public RandomSource {
   absl::Status status_;
 };
 
+// OpenSSL's private DRBG, read in blocks into a buffer that the kernel wipes
+// in a forked child (MADV_WIPEONFORK): the child sees `remaining == 0` and
+// refills from the DRBG, which OpenSSL reseeds after a fork.
+class DrbgRandom final : public RandomSource {
+ public:
+  // The buffer and its fill level share one mapping (wiped together).
+  struct Block {
+    uint64_t words[1023];
+    uint64_t remaining;  // unread words at the front of `words`
+  };
+  static_assert(sizeof(Block) == 8192);
+
+  // nullptr if the mapping cannot be made wipe-on-fork.
+  static std::unique_ptr<DrbgRandom> Create() {
+    const long page = sysconf(_SC_PAGESIZE);
+    const size_t size =
+        (sizeof(Block) + static_cast<size_t>(page) - 1) / page * page;
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    if (madvise(p, size, MADV_WIPEONFORK) != 0) {
+      munmap(p, size);
+      return nullptr;
+    }
+    (void)madvise(p, size, MADV_DONTDUMP);  // best effort: keep out of cores
+    return std::unique_ptr<DrbgRandom>(
+        new DrbgRandom(static_cast<Block*>(p), size));
+  }
+  DrbgRandom(const DrbgRandom&) = delete;
+  DrbgRandom& operator=(const DrbgRandom&) = delete;
+  ~DrbgRandom() override {
+    explicit_bzero(block_, size_);
+    munmap(block_, size_);
+  }
+
+  uint64_t NextUint64() override {
+    if (block_->remaining == 0) Refill();
+    if (!status_.ok()) return 0;
+    uint64_t& slot = block_->words[--block_->remaining];
+    const uint64_t value = slot;
+    slot = 0;  // Do not keep used randomness around.
+    return value;
+  }
+
+  absl::Status status() const override { return status_; }
+
+  void Refill() {
+    if (!status_.ok()) return;
+    constexpr int kBytes = sizeof(block_->words);
+    if (RAND_priv_bytes(reinterpret_cast<unsigned char*>(block_->words),
+                        kBytes) != 1) {
+      const unsigned long err = ERR_get_error();
+      char text[256] = "unknown error";
+      if (err != 0) ERR_error_string_n(err, text, sizeof(text));
+      ERR_clear_error();
+      status_ = absl::UnavailableError(absl::StrCat(
+          "secure random generator failed (OpenSSL RAND_priv_bytes: ", text,
+          "); refusing to produce noise"));
+      explicit_bzero(block_, sizeof(Block));
+      return;
+    }
+    block_->remaining = sizeof(block_->words) / sizeof(uint64_t);
+  }
+
+ private:
+  DrbgRandom(Block* block, size_t size) : block_(block), size_(size) {}
+  Block* block_;
+  size_t size_;
+  absl::Status status_;
+};
+
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<RandomSource>> NewKernelRandom() {
+  auto rng = std::make_unique<KernelRandom>();
+  rng->Refill();
+  if (!rng->status().ok()) return rng->status();
+  return rng;
+}
+
 absl::StatusOr<std::unique_ptr<RandomSource>> NewSecureRandom() {
-  auto rng = std::make_unique<SecureRandom>();
+  std::unique_ptr<DrbgRandom> rng = DrbgRandom::Create();
+  if (rng == nullptr) return NewKernelRandom();  // no MADV_WIPEONFORK
   rng->Refill();
   if (!rng->status().ok()) return rng->status();
   return rng;

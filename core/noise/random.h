@@ -1,12 +1,23 @@
 // Sources of randomness for differentially private mechanisms.
 //
 // Contract: every noise draw in the server comes from NewSecureRandom(). It
-// reads the kernel CSPRNG (getrandom(2)), buffered per instance, and fails
-// closed: if the kernel cannot deliver bytes, the source enters a sticky
-// error state, `status()` reports it and every later draw must be treated as
-// unusable by the caller (mechanisms check `status()` after drawing and
-// return the error; a job then FAILS rather than publish weak noise).
-// Clients can never seed it.
+// is OpenSSL 3's private DRBG (RAND_priv_bytes: NIST SP 800-90A CTR_DRBG with
+// AES-256, seeded from the kernel's getrandom(2), reseeded by OpenSSL every
+// 2^16 requests or 7 minutes and after fork), read in 8 KiB blocks into a
+// per-instance buffer. The buffer lives in its own pages marked
+// MADV_WIPEONFORK, so a forked child never replays the parent's buffered
+// words: it finds the buffer empty and refills from the (reseeded) DRBG. If
+// the kernel cannot wipe on fork, NewSecureRandom() falls back to reading
+// getrandom(2) directly (NewKernelRandom()). The source fails closed: if
+// bytes cannot be produced it enters a sticky error state, `status()`
+// reports it and every later draw must be treated as unusable by the caller
+// (mechanisms check `status()` after drawing and return the error; a job
+// then FAILS rather than publish weak noise). Clients can never seed it.
+//
+// The exact samplers (discrete_samplers.h, rounded_gaussian.h,
+// skip_sampling.h) are exact given independent uniform 64-bit words; a DRBG
+// is computationally indistinguishable from that, exactly as the kernel's
+// own ChaCha20-based generator is.
 //
 // Deterministic generators for tests live in core/noise/testing/ (target
 // dpopt_noise_testing), are labelled "not differentially private", and are
@@ -39,8 +50,13 @@ class RandomSource {
   bool Bernoulli(double p);
 };
 
-// The secure generator (getrandom). Not thread-safe: use one per thread/job.
+// The secure generator (see above). Not thread-safe: use one per
+// thread/job. Errors: UNAVAILABLE if no secure bytes can be produced.
 absl::StatusOr<std::unique_ptr<RandomSource>> NewSecureRandom();
+
+// The kernel CSPRNG read directly (getrandom(2), 4 KiB per system call):
+// slower; the fallback of NewSecureRandom() and a benchmark baseline.
+absl::StatusOr<std::unique_ptr<RandomSource>> NewKernelRandom();
 
 }  // namespace dpopt::noise
 

@@ -164,6 +164,10 @@ int Main(int argc, char** argv) {
   std::printf("Random words (one core):\n");
   std::printf("  %-34s %-8s %8.2f M words/s\n", "NextUint64", "secure",
               Rate([&] { g_sink += secure.NextUint64(); }, 1.0) / 1e6);
+  if (auto kernel = NewKernelRandom(); kernel.ok()) {
+    std::printf("  %-34s %-8s %8.2f M words/s\n", "NextUint64", "kernel",
+                Rate([&] { g_sink += (*kernel)->NextUint64(); }, 1.0) / 1e6);
+  }
   std::printf("  %-34s %-8s %8.2f M words/s\n", "NextUint64", "seeded",
               Rate([&] { g_sink += seeded.NextUint64(); }, 1.0) / 1e6);
 

@@ -7,6 +7,9 @@
 // spuriously with probability about 1e-6 per run.
 #include "core/noise/random.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -139,18 +142,23 @@ TEST(RandomSourceTest, FailedSourceDoesNotHang) {
   EXPECT_THAT(rng.status(), StatusIs(absl::StatusCode::kUnavailable));
 }
 
-TEST(SecureRandomTest, ProducesDistinctWords) {
-  ASSERT_OK_AND_ASSIGN(auto a, NewSecureRandom());
-  ASSERT_OK_AND_ASSIGN(auto b, NewSecureRandom());
+// Both production sources: the DRBG-backed secure generator and its kernel
+// fallback.
+using Factory = absl::StatusOr<std::unique_ptr<RandomSource>> (*)();
+class SecureSourceTest : public ::testing::TestWithParam<Factory> {};
+
+TEST_P(SecureSourceTest, ProducesDistinctWords) {
+  ASSERT_OK_AND_ASSIGN(auto a, GetParam()());
+  ASSERT_OK_AND_ASSIGN(auto b, GetParam()());
   EXPECT_NE(a->NextUint64(), b->NextUint64());
   EXPECT_OK(a->status());
 }
 
 // Monobit frequency test (NIST SP 800-22, 2.1) over 2^22 bits and a byte
 // frequency chi-square test (255 degrees of freedom) over 2^20 bytes; both
-// span many refills of the 4 KiB buffer.
-TEST(SecureRandomTest, PassesFrequencyTests) {
-  ASSERT_OK_AND_ASSIGN(auto rng, NewSecureRandom());
+// span many refills of the buffers (4 KiB kernel, 8 KiB DRBG).
+TEST_P(SecureSourceTest, PassesFrequencyTests) {
+  ASSERT_OK_AND_ASSIGN(auto rng, GetParam()());
   constexpr int kWords = 1 << 16;
   int64_t ones = 0;
   std::vector<int64_t> byte_counts(256, 0);
@@ -167,6 +175,49 @@ TEST(SecureRandomTest, PassesFrequencyTests) {
   EXPECT_LT(std::abs(ones - n_bits / 2) / std::sqrt(n_bits / 4), 5);
   EXPECT_GT(ChiSquarePValue(byte_counts, std::vector<double>(256, 1.0 / 256)),
             kAlpha);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sources, SecureSourceTest,
+                         ::testing::Values(&NewSecureRandom, &NewKernelRandom));
+
+// Fork safety: a child forked while the parent's buffer is full must not
+// replay the parent's words (the buffer is wiped in the child and refilled
+// from OpenSSL's DRBG, which reseeds after fork). Without MADV_WIPEONFORK
+// both would print the same 16 buffered words.
+TEST(SecureRandomTest, ForkedChildDoesNotReplayParentWords) {
+  ASSERT_OK_AND_ASSIGN(auto rng, NewSecureRandom());
+  (void)rng->NextUint64();  // the buffer is now full
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  constexpr int kWords = 16;
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    uint64_t words[kWords];
+    for (uint64_t& w : words) w = rng->NextUint64();
+    const bool ok = rng->status().ok();
+    ssize_t unused = write(fds[1], words, sizeof(words));
+    (void)unused;
+    _exit(ok ? 0 : 1);
+  }
+  close(fds[1]);
+  uint64_t child[kWords];
+  size_t got = 0;
+  while (got < sizeof(child)) {
+    const ssize_t r =
+        read(fds[0], reinterpret_cast<char*>(child) + got, sizeof(child) - got);
+    if (r <= 0) break;
+    got += static_cast<size_t>(r);
+  }
+  close(fds[0]);
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+  ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+  ASSERT_EQ(got, sizeof(child));
+  int equal = 0;
+  for (int i = 0; i < kWords; ++i) equal += rng->NextUint64() == child[i];
+  EXPECT_EQ(equal, 0);
+  ASSERT_OK(rng->status());
 }
 
 }  // namespace

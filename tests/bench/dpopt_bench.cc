@@ -1,0 +1,375 @@
+// The Google Benchmark suite of dpopt (issue 10): samplers, accountants,
+// kernels and whole optimizer steps. Prints numbers; never a pass/fail test.
+// scripts/bench.sh runs it (JSON output) and writes docs/performance.md;
+// scripts/bench.sh --smoke runs a few milliseconds of each (ctest bench_smoke)
+// so the suite cannot rot.
+//
+//   dpopt_bench [--benchmark_filter=REGEX] [--benchmark_min_time=S]
+//
+// Environment: DPOPT_BENCH_A9A (default <source>/data/adult/a9a) is the
+// LIBSVM file of the a9a benchmarks; DPOPT_BENCH_MAX_ROWS (default 1000000)
+// caps the generated dense datasets (the smoke run uses 10000).
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "Eigen/Dense"
+#include "core/data/dataset.h"
+#include "core/noise/discrete_samplers.h"
+#include "core/noise/random.h"
+#include "core/noise/rounded_gaussian.h"
+#include "core/noise/subsampling.h"
+#include "core/noise/testing/seeded_random.h"
+#include "core/noise/vector_mechanisms.h"
+#include "core/optim/objective.h"
+#include "core/optim/private_oracle.h"
+#include "core/optim/release_budget.h"
+#include "core/privacy/accountant.h"
+#include "core/privacy/dp_event.h"
+
+namespace dpopt {
+namespace {
+
+// ------------------------------------------------------------------ data
+
+std::string A9aPath() {
+  const char* env = std::getenv("DPOPT_BENCH_A9A");
+  return env != nullptr ? env : DPOPT_SOURCE_DIR "/data/adult/a9a";
+}
+
+int64_t MaxRows() {
+  const char* env = std::getenv("DPOPT_BENCH_MAX_ROWS");
+  return env != nullptr ? std::atoll(env) : 1'000'000;
+}
+
+// a9a as the server holds it: sparse CSR, labels in {-1, +1}.
+const Dataset* A9a() {
+  static const Dataset* const kData = [] {
+    std::ifstream in(A9aPath());
+    std::vector<Eigen::Triplet<double, int64_t>> entries;
+    std::vector<double> labels;
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream ss(line);
+      double y = 0;
+      if (!(ss >> y)) continue;
+      const int64_t row = static_cast<int64_t>(labels.size());
+      labels.push_back(y > 0 ? 1.0 : -1.0);
+      std::string tok;
+      while (ss >> tok) {
+        const size_t colon = tok.find(':');
+        const int64_t j = std::stoll(tok.substr(0, colon)) - 1;
+        if (j >= 0 && j < 123) {
+          entries.emplace_back(row, j, std::stod(tok.substr(colon + 1)));
+        }
+      }
+    }
+    SparseRows x(static_cast<int64_t>(labels.size()), 123);
+    x.setFromTriplets(entries.begin(), entries.end());
+    return new Dataset(Dataset::Sparse(
+        std::move(x), Eigen::Map<Eigen::VectorXd>(labels.data(), labels.size()),
+        LabelKind::kBinary));
+  }();
+  return kData->rows() > 0 ? kData : nullptr;
+}
+
+// Dense n x 100 rows (standard normal entries, one row in 50 scaled by 10 so
+// that clipping binds), labels from a fixed linear model. Deterministic.
+const Dataset* Dense(int64_t n) {
+  static std::map<int64_t, const Dataset*>* const kCache =
+      new std::map<int64_t, const Dataset*>();
+  auto it = kCache->find(n);
+  if (it != kCache->end()) return it->second;
+  constexpr int kD = 100;
+  noise::testing::SeededRandomForTesting rng(7);
+  auto uniform = [&] { return (rng.NextUint64() >> 11) * 0x1.0p-53; };
+  Eigen::MatrixXd x(n, kD);
+  Eigen::VectorXd y(n);
+  for (int64_t i = 0; i < n; ++i) {
+    double score = 0;
+    const double scale = i % 50 == 0 ? 10.0 : 1.0;
+    for (int j = 0; j < kD; j += 2) {
+      // Box-Muller: two normals per pair of uniforms.
+      const double r = std::sqrt(-2 * std::log(1 - uniform()));
+      const double t = 2 * M_PI * uniform();
+      x(i, j) = scale * r * std::cos(t);
+      x(i, j + 1) = scale * r * std::sin(t);
+      score += x(i, j) * (j % 3 == 0 ? 1 : -0.5) + x(i, j + 1) * 0.25;
+    }
+    y[i] = score + (uniform() - 0.5) > 0 ? 1.0 : -1.0;
+  }
+  const Dataset* d = new Dataset(
+      Dataset::Dense(std::move(x), std::move(y), LabelKind::kBinary));
+  kCache->emplace(n, d);
+  return d;
+}
+
+const Dataset* DataFor(int64_t arg) {
+  if (arg == 0) return A9a();
+  if (arg > MaxRows()) return nullptr;
+  return Dense(arg);
+}
+
+std::string DataLabel(int64_t arg) {
+  return arg == 0 ? "a9a" : "dense" + std::to_string(arg) + "x100";
+}
+
+std::unique_ptr<noise::RandomSource> Secure() {
+  auto rng = noise::NewSecureRandom();
+  if (!rng.ok()) std::abort();
+  return *std::move(rng);
+}
+
+// ------------------------------------------------------------ randomness
+
+void BM_SecureWords(benchmark::State& state) {
+  auto rng = Secure();
+  uint64_t sink = 0;
+  for (auto _ : state) sink += rng->NextUint64();
+  benchmark::DoNotOptimize(sink);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_SecureWords);
+
+void BM_KernelWords(benchmark::State& state) {
+  auto rng = noise::NewKernelRandom();
+  if (!rng.ok()) return state.SkipWithError("getrandom unavailable");
+  uint64_t sink = 0;
+  for (auto _ : state) sink += (*rng)->NextUint64();
+  benchmark::DoNotOptimize(sink);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_KernelWords);
+
+// ---------------------------------------------------------------- samplers
+
+template <typename Sampler>
+void RunSampler(benchmark::State& state, const Sampler& sampler) {
+  auto rng = Secure();
+  noise::RandomBits bits(*rng);
+  int64_t sink = 0;
+  for (auto _ : state) sink += sampler.Sample(bits);
+  benchmark::DoNotOptimize(sink);
+  state.SetItemsProcessed(state.iterations());
+}
+
+// Arg: the scale (sigma, tau or b).
+void BM_RoundedGaussian(benchmark::State& state) {
+  auto sampler = noise::RoundedGaussianSampler::Create(state.range(0));
+  if (!sampler.ok()) return state.SkipWithError("bad scale");
+  auto rng = Secure();
+  noise::RandomBits bits(*rng);
+  int64_t sink = 0;
+  for (auto _ : state) sink += sampler->Sample(bits);
+  benchmark::DoNotOptimize(sink);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_RoundedGaussian)->Arg(3)->Arg(1024)->Arg(1 << 20);
+
+void BM_DiscreteGaussian(benchmark::State& state) {
+  auto sampler = noise::DiscreteGaussianSampler::Create(state.range(0));
+  if (!sampler.ok()) return state.SkipWithError("bad scale");
+  RunSampler(state, *sampler);
+}
+BENCHMARK(BM_DiscreteGaussian)->Arg(3)->Arg(1024)->Arg(1 << 20);
+
+void BM_DiscreteLaplace(benchmark::State& state) {
+  auto sampler = noise::DiscreteLaplaceSampler::Create(state.range(0));
+  if (!sampler.ok()) return state.SkipWithError("bad scale");
+  RunSampler(state, *sampler);
+}
+BENCHMARK(BM_DiscreteLaplace)->Arg(3)->Arg(1 << 20);
+
+// The Gaussian noise of one DP-SGD release on a9a (d = 123, C = 1, z = 1).
+void BM_AddGaussianNoise(benchmark::State& state) {
+  auto plan = noise::PlanGaussian(1.0, 1.0, state.range(0));
+  if (!plan.ok()) return state.SkipWithError("bad plan");
+  auto rng = Secure();
+  Eigen::VectorXd v = Eigen::VectorXd::Zero(state.range(0));
+  for (auto _ : state) {
+    if (!noise::AddGaussianNoise(*plan, *rng, v).ok()) std::abort();
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_AddGaussianNoise)->Arg(123)->Arg(100);
+
+// Poisson subsampling, exact. Args: n, expected batch.
+void BM_PoissonSample(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const double q = static_cast<double>(state.range(1)) / n;
+  auto rng = Secure();
+  noise::PoissonSampler sampler(q, *rng);
+  std::vector<int64_t> batch;
+  for (auto _ : state) {
+    if (!sampler.Sample(n, &batch).ok()) std::abort();
+    benchmark::DoNotOptimize(batch.data());
+  }
+}
+BENCHMARK(BM_PoissonSample)
+    ->Args({32561, 325})
+    ->Args({1'000'000, 1000})
+    ->Unit(benchmark::kMicrosecond);
+
+// ------------------------------------------------------------- accountants
+
+privacy::DpEvent DpSgdEvent(double z, int64_t steps) {
+  return privacy::DpEvent::SelfComposed(
+      steps,
+      privacy::DpEvent::PoissonSampled(0.01, privacy::DpEvent::Gaussian(z)));
+}
+
+// Arg: 0 = RDP, 1 = PLD. Epsilon of 2000 DP-SGD steps at q = 0.01, z = 1.
+void BM_AccountantEpsilon(benchmark::State& state) {
+  const auto kind = state.range(0) == 0 ? privacy::AccountantKind::kRdp
+                                        : privacy::AccountantKind::kPld;
+  state.SetLabel(privacy::AccountantName(kind));
+  for (auto _ : state) {
+    auto eps = privacy::ComputeEpsilon(DpSgdEvent(1.0, 2000), 1e-6, kind);
+    if (!eps.ok()) return state.SkipWithError("accountant failed");
+    benchmark::DoNotOptimize(eps->epsilon);
+  }
+}
+BENCHMARK(BM_AccountantEpsilon)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// The noise calibration a job estimate runs (RDP): z for eps = 1.
+void BM_CalibrateNoise(benchmark::State& state) {
+  for (auto _ : state) {
+    auto z = privacy::CalibrateNoiseMultiplier(
+        [](double z) { return DpSgdEvent(z, 2000); }, 1.0, 1e-6,
+        privacy::AccountantKind::kRdp);
+    if (!z.ok()) return state.SkipWithError("calibration failed");
+    benchmark::DoNotOptimize(*z);
+  }
+}
+BENCHMARK(BM_CalibrateNoise)->Unit(benchmark::kMillisecond);
+
+// ----------------------------------------------------------------- kernels
+
+std::unique_ptr<optim::Objective> Logistic(const Dataset& d) {
+  optim::ModelConfig model;
+  model.loss = optim::LossKind::kLogistic;
+  model.l2 = 1e-4;
+  auto objective = optim::Objective::Create(model, d.dimension());
+  if (!objective.ok()) std::abort();
+  return *std::move(objective);
+}
+
+// The gradient work of one DP-SGD step alone: per-example clipped logistic
+// gradients of a fixed batch, summed (no sampling, no noise). Args: dataset
+// (0 = a9a, else n dense rows), batch size.
+void BM_ClippedGradientSum(benchmark::State& state) {
+  const Dataset* data = DataFor(state.range(0));
+  if (data == nullptr) return state.SkipWithError("dataset unavailable");
+  state.SetLabel(DataLabel(state.range(0)));
+  auto objective = Logistic(*data);
+  const int64_t batch = state.range(1);
+  noise::testing::SeededRandomForTesting pick(3);
+  std::vector<int64_t> rows(batch);
+  for (int64_t& r : rows)
+    r = static_cast<int64_t>(pick.NextUint64() % data->rows());
+  std::sort(rows.begin(), rows.end());
+  std::vector<double> norms(batch);
+  for (int64_t k = 0; k < batch; ++k) norms[k] = data->RowNorm(rows[k]);
+  const int64_t p = objective->parameter_size();
+  Eigen::VectorXd w = Eigen::VectorXd::Constant(p, 0.01);
+  Eigen::VectorXd c(objective->outputs()), sum(p);
+  for (auto _ : state) {
+    sum.setZero();
+    for (int64_t k = 0; k < batch; ++k) {
+      objective->AddClippedExampleGradient(*data, rows[k], w,
+                                           optim::Objective::ClipNorm::kL2, 1.0,
+                                           norms[k], c, sum);
+    }
+    benchmark::DoNotOptimize(sum.data());
+  }
+  state.SetItemsProcessed(state.iterations() * batch);
+}
+BENCHMARK(BM_ClippedGradientSum)
+    ->Args({0, 325})
+    ->Args({1'000'000, 1000})
+    ->Unit(benchmark::kMicrosecond);
+
+// Non-private full-batch loss (the evaluation of a model on a public set).
+void BM_FullLoss(benchmark::State& state) {
+  const Dataset* data = DataFor(state.range(0));
+  if (data == nullptr) return state.SkipWithError("dataset unavailable");
+  state.SetLabel(DataLabel(state.range(0)));
+  auto objective = Logistic(*data);
+  Eigen::VectorXd w =
+      Eigen::VectorXd::Constant(objective->parameter_size(), 0.01);
+  for (auto _ : state) benchmark::DoNotOptimize(objective->Loss(*data, w));
+  state.SetItemsProcessed(state.iterations() * data->rows());
+}
+BENCHMARK(BM_FullLoss)->Arg(0)->Arg(1'000'000)->Unit(benchmark::kMillisecond);
+
+// ------------------------------------------------------------------- steps
+
+// One oracle call as the job runs it: charge, Poisson sample (secure),
+// clipped sum, exact Gaussian noise. Args: dataset, expected batch
+// (0 = full batch, i.e. a DP-GD step).
+void BM_DpSgdStep(benchmark::State& state) {
+  const Dataset* data = DataFor(state.range(0));
+  if (data == nullptr) return state.SkipWithError("dataset unavailable");
+  const double q = state.range(1) == 0
+                       ? 1.0
+                       : static_cast<double>(state.range(1)) / data->rows();
+  state.SetLabel(DataLabel(state.range(0)) + (q == 1.0 ? " DP-GD" : " DP-SGD"));
+  auto objective = Logistic(*data);
+  auto rng = Secure();
+  const optim::GaussianGradientQuery query{q, 1.0, 1.0};
+  auto event = optim::GaussianGradientEvent(query, objective->parameter_size());
+  if (!event.ok()) return state.SkipWithError("bad query");
+  optim::PlannedReleases budget;
+  budget.Allow(*event, int64_t{1} << 40);
+  auto oracle = optim::PrivateGradientOracle::Create(
+      *data, *objective, data->rows(), *rng, optim::SecureNoise(), budget);
+  if (!oracle.ok()) return state.SkipWithError("oracle");
+  Eigen::VectorXd w = Eigen::VectorXd::Zero(objective->parameter_size());
+  Eigen::VectorXd g;
+  if (!(*oracle)->GaussianGradient(query, w, &g).ok()) std::abort();  // warm
+  for (auto _ : state) {
+    if (!(*oracle)->GaussianGradient(query, w, &g).ok()) std::abort();
+    w -= 0.1 * g;
+  }
+}
+BENCHMARK(BM_DpSgdStep)
+    ->Args({0, 325})
+    ->Args({0, 0})
+    ->Args({1'000'000, 1000})
+    ->Unit(benchmark::kMicrosecond);
+
+// The non-private full-batch step of the same binary (NonPrivateGd's oracle
+// call): the reference of the DP-GD overhead.
+void BM_ExactGradientStep(benchmark::State& state) {
+  const Dataset* data = DataFor(state.range(0));
+  if (data == nullptr) return state.SkipWithError("dataset unavailable");
+  state.SetLabel(DataLabel(state.range(0)) + " GD");
+  auto objective = Logistic(*data);
+  auto rng = Secure();
+  optim::PlannedReleases budget;
+  budget.Allow(privacy::DpEvent::NoOp(), int64_t{1} << 40);
+  auto oracle = optim::PrivateGradientOracle::Create(
+      *data, *objective, data->rows(), *rng, optim::SecureNoise(), budget);
+  if (!oracle.ok()) return state.SkipWithError("oracle");
+  Eigen::VectorXd w = Eigen::VectorXd::Zero(objective->parameter_size());
+  Eigen::VectorXd g;
+  for (auto _ : state) {
+    if (!(*oracle)->ExactGradient(w, &g).ok()) std::abort();
+    w -= 0.1 * g;
+  }
+}
+BENCHMARK(BM_ExactGradientStep)->Arg(0)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace dpopt
+
+BENCHMARK_MAIN();
