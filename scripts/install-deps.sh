@@ -36,6 +36,8 @@ packages=(
   # DataFrames and progress bars
   python3-build python3-setuptools python3-wheel python3-pytest python3-pandas
   python3-tqdm
+  # the benchmark suite's PyTorch peer (scripts/bench.sh, ctest bench_smoke)
+  python3-torch
   # the web console's browser test (tests/e2e/console): headless Chromium
   # driven over the DevTools protocol
   chromium python3-websocket
