@@ -114,6 +114,7 @@ v1::NeighbouringRelation RelationProto(const storage::DatasetRecord& r) {
 absl::StatusOr<std::unique_ptr<DatasetManager>> DatasetManager::Create(
     storage::Database* db) {
   if (db == nullptr) return absl::InvalidArgumentError("database is null");
+  db->ledger().SetCostFolder(&DatasetManager::FoldCosts);
   return std::unique_ptr<DatasetManager>(new DatasetManager(db));
 }
 
@@ -143,15 +144,28 @@ optim::PublicDatasetInfo DatasetManager::PublicInfoOf(
   return info;
 }
 
+absl::StatusOr<std::string> DatasetManager::FoldCosts(
+    const storage::DatasetRecord& r, const std::vector<std::string>& costs) {
+  ASSIGN_OR_RETURN(auto config, BudgetConfigOf(r));
+  ASSIGN_OR_RETURN(auto filter, privacy::PrivacyFilter::Create(config));
+  return filter->Fold(costs);
+}
+
 absl::StatusOr<v1::BudgetStatus> DatasetManager::BudgetOf(
     const storage::DatasetRecord& r,
     const std::vector<storage::LedgerEntry>& entries) {
-  ASSIGN_OR_RETURN(auto config, BudgetConfigOf(r));
-  ASSIGN_OR_RETURN(auto filter, privacy::PrivacyFilter::Create(config));
   std::vector<std::string> blobs;
   blobs.reserve(entries.size());
   for (const auto& e : entries) blobs.push_back(e.cost_blob);
-  ASSIGN_OR_RETURN(auto view, filter->View(blobs));
+  return BudgetOf(r, static_cast<int64_t>(entries.size()), blobs);
+}
+
+absl::StatusOr<v1::BudgetStatus> DatasetManager::BudgetOf(
+    const storage::DatasetRecord& r, int64_t charges,
+    const std::vector<std::string>& costs) {
+  ASSIGN_OR_RETURN(auto config, BudgetConfigOf(r));
+  ASSIGN_OR_RETURN(auto filter, privacy::PrivacyFilter::Create(config));
+  ASSIGN_OR_RETURN(auto view, filter->View(costs));
   v1::BudgetStatus b;
   b.set_dataset(r.name);
   b.set_epsilon_total(view.epsilon_total);
@@ -162,7 +176,7 @@ absl::StatusOr<v1::BudgetStatus> DatasetManager::BudgetOf(
                    ? v1::BUDGET_FILTER_BASIC
                    : v1::BUDGET_FILTER_RDP);
   b.set_accounting(view.accounting);
-  b.set_charges(static_cast<int64_t>(entries.size()));
+  b.set_charges(charges);
   return b;
 }
 
@@ -193,8 +207,8 @@ absl::StatusOr<v1::DatasetInfo> DatasetManager::Info(
   d.set_description(r.description);
   *d.mutable_created_at() = ToTimestamp(r.created_at_micros);
   if (!r.is_public) {
-    ASSIGN_OR_RETURN(auto entries, db_->ledger().List(r.name));
-    ASSIGN_OR_RETURN(*d.mutable_budget(), BudgetOf(r, entries));
+    ASSIGN_OR_RETURN(storage::LedgerTotals t, db_->ledger().Totals(r.name));
+    ASSIGN_OR_RETURN(*d.mutable_budget(), BudgetOf(r, t.charges, t.costs));
   }
   return d;
 }
@@ -246,25 +260,22 @@ absl::StatusOr<v1::DatasetInfo> DatasetManager::Get(const std::string& name) {
 
 absl::StatusOr<v1::BudgetStatus> DatasetManager::Budget(
     const std::string& name, const std::string& caller) {
-  ASSIGN_OR_RETURN(auto snap, db_->ledger().Snapshot(name));
-  if (snap.dataset.is_public) {
+  ASSIGN_OR_RETURN(storage::LedgerTotals t, db_->ledger().Totals(name, caller));
+  if (t.dataset.is_public) {
     return absl::FailedPreconditionError(
         absl::StrCat("dataset ", name, " is public: it has no privacy budget"));
   }
-  ASSIGN_OR_RETURN(v1::BudgetStatus b, BudgetOf(snap.dataset, snap.entries));
+  ASSIGN_OR_RETURN(v1::BudgetStatus b, BudgetOf(t.dataset, t.charges, t.costs));
   if (caller.empty()) return b;
   // The caller's cap view: the same filter over its own charges, with the
   // cap as the budget (exactly what admission enforces, storage/ledger.h).
   ASSIGN_OR_RETURN(std::optional<storage::GrantRecord> grant,
                    db_->access().FindGrant(caller, name));
   if (!grant.has_value() || grant->epsilon_cap <= 0) return b;
-  storage::DatasetRecord capped = snap.dataset;
+  storage::DatasetRecord capped = t.dataset;
   capped.epsilon_budget = grant->epsilon_cap;
-  std::vector<storage::LedgerEntry> own;
-  for (const auto& e : snap.entries) {
-    if (e.principal == caller) own.push_back(e);
-  }
-  ASSIGN_OR_RETURN(v1::BudgetStatus mine, BudgetOf(capped, own));
+  ASSIGN_OR_RETURN(v1::BudgetStatus mine,
+                   BudgetOf(capped, t.principal_charges, t.principal_costs));
   b.set_caller_epsilon_cap(grant->epsilon_cap);
   b.set_caller_epsilon_spent(mine.epsilon_spent());
   return b;

@@ -48,6 +48,15 @@ class DatasetManager {
   static absl::StatusOr<v1::BudgetStatus> BudgetOf(
       const storage::DatasetRecord& record,
       const std::vector<storage::LedgerEntry>& entries);
+  // ... given the number of charges and their cost blobs (or their fold).
+  static absl::StatusOr<v1::BudgetStatus> BudgetOf(
+      const storage::DatasetRecord& record, int64_t charges,
+      const std::vector<std::string>& costs);
+  // The ledger's CostFolder (storage/ledger.h): the dataset's privacy
+  // filter's exact Fold. Create installs it on the database's ledger.
+  static absl::StatusOr<std::string> FoldCosts(
+      const storage::DatasetRecord& record,
+      const std::vector<std::string>& costs);
 
  private:
   explicit DatasetManager(storage::Database* db) : db_(db) {}

@@ -269,28 +269,25 @@ absl::StatusOr<v1::JobEstimate> JobManager::Estimate(
         p.dataset.is_public ? "public dataset: the job is not charged" : "");
     return est;
   }
-  ASSIGN_OR_RETURN(auto entries, db_->ledger().List(p.dataset.name));
-  ASSIGN_OR_RETURN(*est.mutable_budget_before(),
-                   DatasetManager::BudgetOf(p.dataset, entries));
-  std::vector<std::string> blobs;
-  for (const auto& e : entries) blobs.push_back(e.cost_blob);
+  ASSIGN_OR_RETURN(storage::LedgerTotals totals,
+                   db_->ledger().Totals(p.dataset.name, principal));
+  ASSIGN_OR_RETURN(
+      *est.mutable_budget_before(),
+      DatasetManager::BudgetOf(totals.dataset, totals.charges, totals.costs));
+  std::vector<std::string> blobs = totals.costs;
   absl::Status admit = p.filter->Admit(blobs, p.priced.cost_blob);
   // The caller's cap, as the admission transaction applies it
-  // (storage/ledger.h): the same blobs under a filter whose budget is the cap.
+  // (storage/ledger.h): its own costs under a filter whose budget is the cap.
   ASSIGN_OR_RETURN(std::optional<storage::GrantRecord> grant,
                    db_->access().FindGrant(principal, p.dataset.name));
   if (admit.ok() && grant.has_value() && grant->epsilon_cap > 0) {
-    storage::DatasetRecord capped = p.dataset;
+    storage::DatasetRecord capped = totals.dataset;
     capped.epsilon_budget = grant->epsilon_cap;
     ASSIGN_OR_RETURN(privacy::BudgetConfig config,
                      DatasetManager::BudgetConfigOf(capped));
     ASSIGN_OR_RETURN(std::unique_ptr<privacy::PrivacyFilter> cap_filter,
                      privacy::PrivacyFilter::Create(config));
-    std::vector<std::string> own;
-    for (const auto& e : entries) {
-      if (e.principal == principal) own.push_back(e.cost_blob);
-    }
-    admit = cap_filter->Admit(own, p.priced.cost_blob);
+    admit = cap_filter->Admit(totals.principal_costs, p.priced.cost_blob);
     if (!admit.ok()) {
       admit = absl::Status(
           admit.code(),
@@ -351,17 +348,13 @@ absl::StatusOr<v1::Job> JobManager::Submit(
     // passes the dataset with its budget replaced by the cap). Cost blobs do
     // not depend on the epsilon budget, so the same blobs price both.
     auto admit =
-        [&next](
-            const storage::DatasetRecord& record,
-            const std::vector<storage::LedgerEntry>& existing) -> absl::Status {
+        [&next](const storage::DatasetRecord& record,
+                const std::vector<std::string>& prior_costs) -> absl::Status {
       ASSIGN_OR_RETURN(privacy::BudgetConfig config,
                        DatasetManager::BudgetConfigOf(record));
       ASSIGN_OR_RETURN(std::unique_ptr<privacy::PrivacyFilter> filter,
                        privacy::PrivacyFilter::Create(config));
-      std::vector<std::string> blobs;
-      blobs.reserve(existing.size());
-      for (const auto& e : existing) blobs.push_back(e.cost_blob);
-      return filter->Admit(blobs, next);
+      return filter->Admit(prior_costs, next);
     };
     ASSIGN_OR_RETURN(storage::LedgerEntry entry,
                      db_->ledger().ChargeAndCreateJob(charge, record, admit));

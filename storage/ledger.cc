@@ -37,13 +37,14 @@ absl::Status ChargeRequest::Validate() const {
 }
 
 absl::StatusOr<std::vector<LedgerEntry>> Ledger::ListLocked(
-    Connection& conn, const DatasetRecord& dataset) {
+    Connection& conn, const DatasetRecord& dataset, int64_t after_seq) {
   ASSIGN_OR_RETURN(
       Statement st,
       conn.Prepare("SELECT seq, job_id, event_json, accountant, cost_blob, "
                    "epsilon, delta, principal, note, created_at FROM ledger "
-                   "WHERE dataset_id = ? ORDER BY seq"));
+                   "WHERE dataset_id = ? AND seq > ? ORDER BY seq"));
   RETURN_IF_ERROR(st.BindInt64(1, dataset.id));
+  RETURN_IF_ERROR(st.BindInt64(2, after_seq));
   std::vector<LedgerEntry> out;
   for (;;) {
     ASSIGN_OR_RETURN(bool row, st.Step());
@@ -78,85 +79,79 @@ absl::StatusOr<LedgerEntry> Ledger::ChargeAndCreateJob(
     return absl::InvalidArgumentError("charge and job name different datasets");
   }
   if (!admit) return absl::InvalidArgumentError("admit function is empty");
-  return db_.WithConnection(
-      [&](Connection& conn) -> absl::StatusOr<LedgerEntry> {
-        // The write lock is taken before reading the existing charges, so no
-        // other connection can append between admission and charge.
-        Transaction txn(conn);
-        RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
-        ASSIGN_OR_RETURN(DatasetRecord dataset,
-                         DatasetStore::GetLocked(conn, charge.dataset));
-        if (dataset.deleted_at_micros != 0) {
-          return absl::NotFoundError(
-              absl::StrCat("dataset \"", dataset.name, "\" not found"));
-        }
-        if (dataset.is_public) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("dataset \"", dataset.name,
-                           "\" is public: it has no privacy budget to charge"));
-        }
-        ASSIGN_OR_RETURN(std::vector<LedgerEntry> existing,
-                         ListLocked(conn, dataset));
-        RETURN_IF_ERROR(admit(dataset, existing));
-        // Per-analyst cap: the same filter over the principal's own charges,
-        // with the cap as budget, in the same transaction.
-        ASSIGN_OR_RETURN(
-            std::optional<GrantRecord> grant,
-            AccessStore::FindGrantLocked(conn, charge.principal, dataset.id));
-        if (grant.has_value() && grant->epsilon_cap > 0) {
-          DatasetRecord capped = dataset;
-          capped.epsilon_budget = grant->epsilon_cap;
-          std::vector<LedgerEntry> own;
-          for (const LedgerEntry& e : existing) {
-            if (e.principal == charge.principal) own.push_back(e);
-          }
-          absl::Status cap = admit(capped, own);
-          if (!cap.ok()) {
-            return absl::Status(
-                cap.code(),
-                absl::StrCat("over the cap of ", grant->epsilon_cap,
-                             " epsilon that the curator set for \"",
-                             charge.principal, "\" on this dataset: ",
-                             cap.message()));
-          }
-        }
+  return db_.WithConnection([&](Connection& conn)
+                                -> absl::StatusOr<LedgerEntry> {
+    // The write lock is taken before reading the existing charges, so no
+    // other connection can append between admission and charge.
+    Transaction txn(conn);
+    RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
+    ASSIGN_OR_RETURN(DatasetRecord dataset,
+                     DatasetStore::GetLocked(conn, charge.dataset));
+    if (dataset.deleted_at_micros != 0) {
+      return absl::NotFoundError(
+          absl::StrCat("dataset \"", dataset.name, "\" not found"));
+    }
+    if (dataset.is_public) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("dataset \"", dataset.name,
+                       "\" is public: it has no privacy budget to charge"));
+    }
+    ASSIGN_OR_RETURN(Costs prior, CostsLocked(conn, dataset, charge.principal));
+    RETURN_IF_ERROR(admit(dataset, prior.all));
+    // Per-analyst cap: the same filter over the principal's own charges,
+    // with the cap as budget, in the same transaction.
+    ASSIGN_OR_RETURN(
+        std::optional<GrantRecord> grant,
+        AccessStore::FindGrantLocked(conn, charge.principal, dataset.id));
+    if (grant.has_value() && grant->epsilon_cap > 0) {
+      DatasetRecord capped = dataset;
+      capped.epsilon_budget = grant->epsilon_cap;
+      absl::Status cap = admit(capped, prior.own);
+      if (!cap.ok()) {
+        return absl::Status(
+            cap.code(), absl::StrCat("over the cap of ", grant->epsilon_cap,
+                                     " epsilon that the curator set for \"",
+                                     charge.principal,
+                                     "\" on this dataset: ", cap.message()));
+      }
+    }
 
-        JobRecord stored = job;
-        RETURN_IF_ERROR(JobStore::InsertLocked(conn, dataset, stored));
+    JobRecord stored = job;
+    RETURN_IF_ERROR(JobStore::InsertLocked(conn, dataset, stored));
 
-        LedgerEntry entry;
-        entry.dataset = dataset.name;
-        entry.job_id = stored.id;
-        entry.event_json = charge.event_json;
-        entry.accountant = charge.accountant;
-        entry.cost_blob = charge.cost_blob;
-        entry.epsilon = charge.epsilon;
-        entry.delta = charge.delta;
-        entry.principal = charge.principal;
-        entry.note = charge.note;
-        entry.created_at_micros = internal::NowMicros();
-        ASSIGN_OR_RETURN(
-            Statement st,
-            conn.Prepare("INSERT INTO ledger(dataset_id, job_id, event_json, "
-                         "accountant, cost_blob, epsilon, delta, principal, "
-                         "note, created_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                         "?)"));
-        RETURN_IF_ERROR(st.BindInt64(1, dataset.id));
-        RETURN_IF_ERROR(st.BindText(2, entry.job_id));
-        RETURN_IF_ERROR(st.BindText(3, entry.event_json));
-        RETURN_IF_ERROR(st.BindText(4, entry.accountant));
-        RETURN_IF_ERROR(st.BindText(5, entry.cost_blob));
-        RETURN_IF_ERROR(st.BindDouble(6, entry.epsilon));
-        RETURN_IF_ERROR(st.BindDouble(7, entry.delta));
-        RETURN_IF_ERROR(st.BindText(8, entry.principal));
-        RETURN_IF_ERROR(st.BindText(9, entry.note));
-        RETURN_IF_ERROR(st.BindInt64(10, entry.created_at_micros));
-        RETURN_IF_ERROR(st.Run());
-        entry.seq = conn.LastInsertRowId();
-        // synchronous=FULL: durable once COMMIT returns.
-        RETURN_IF_ERROR(txn.Commit());
-        return entry;
-      });
+    LedgerEntry entry;
+    entry.dataset = dataset.name;
+    entry.job_id = stored.id;
+    entry.event_json = charge.event_json;
+    entry.accountant = charge.accountant;
+    entry.cost_blob = charge.cost_blob;
+    entry.epsilon = charge.epsilon;
+    entry.delta = charge.delta;
+    entry.principal = charge.principal;
+    entry.note = charge.note;
+    entry.created_at_micros = internal::NowMicros();
+    ASSIGN_OR_RETURN(
+        Statement st,
+        conn.Prepare("INSERT INTO ledger(dataset_id, job_id, event_json, "
+                     "accountant, cost_blob, epsilon, delta, principal, "
+                     "note, created_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                     "?)"));
+    RETURN_IF_ERROR(st.BindInt64(1, dataset.id));
+    RETURN_IF_ERROR(st.BindText(2, entry.job_id));
+    RETURN_IF_ERROR(st.BindText(3, entry.event_json));
+    RETURN_IF_ERROR(st.BindText(4, entry.accountant));
+    RETURN_IF_ERROR(st.BindText(5, entry.cost_blob));
+    RETURN_IF_ERROR(st.BindDouble(6, entry.epsilon));
+    RETURN_IF_ERROR(st.BindDouble(7, entry.delta));
+    RETURN_IF_ERROR(st.BindText(8, entry.principal));
+    RETURN_IF_ERROR(st.BindText(9, entry.note));
+    RETURN_IF_ERROR(st.BindInt64(10, entry.created_at_micros));
+    RETURN_IF_ERROR(st.Run());
+    entry.seq = conn.LastInsertRowId();
+    // synchronous=FULL: durable once COMMIT returns.
+    RETURN_IF_ERROR(txn.Commit());
+    return entry;
+  });
 }
 
 absl::StatusOr<std::vector<LedgerEntry>> Ledger::List(
@@ -166,17 +161,100 @@ absl::StatusOr<std::vector<LedgerEntry>> Ledger::List(
 }
 
 absl::StatusOr<LedgerSnapshot> Ledger::Snapshot(absl::string_view dataset) {
-  return db_.WithConnection(
-      [&](Connection& conn) -> absl::StatusOr<LedgerSnapshot> {
-        Transaction txn(conn);
-        RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kDeferred));
-        LedgerSnapshot snapshot;
-        ASSIGN_OR_RETURN(snapshot.dataset,
-                         DatasetStore::GetLocked(conn, dataset));
-        ASSIGN_OR_RETURN(snapshot.entries, ListLocked(conn, snapshot.dataset));
-        RETURN_IF_ERROR(txn.Commit());
-        return snapshot;
-      });
+  return db_.WithConnection([&](Connection& conn)
+                                -> absl::StatusOr<LedgerSnapshot> {
+    Transaction txn(conn);
+    RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kDeferred));
+    LedgerSnapshot snapshot;
+    ASSIGN_OR_RETURN(snapshot.dataset, DatasetStore::GetLocked(conn, dataset));
+    ASSIGN_OR_RETURN(snapshot.entries, ListLocked(conn, snapshot.dataset, 0));
+    RETURN_IF_ERROR(txn.Commit());
+    return snapshot;
+  });
+}
+
+void Ledger::SetCostFolder(CostFolder folder) { folder_ = std::move(folder); }
+
+absl::StatusOr<Ledger::DatasetFold> Ledger::FoldLocked(
+    Connection& conn, const DatasetRecord& dataset) {
+  DatasetFold fold;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = folds_.find(dataset.id);
+    if (it != folds_.end()) fold = it->second;
+  }
+  // Only the charges after the fold's last seq (all of them the first time).
+  ASSIGN_OR_RETURN(std::vector<LedgerEntry> rows,
+                   ListLocked(conn, dataset, fold.through_seq));
+  if (rows.empty()) return fold;
+  std::vector<std::string> all;
+  all.reserve(rows.size() + 1);
+  if (!fold.all.cost.empty()) all.push_back(fold.all.cost);
+  absl::flat_hash_map<std::string, std::vector<std::string>> own;
+  for (LedgerEntry& e : rows) {
+    all.push_back(e.cost_blob);
+    own[e.principal].push_back(std::move(e.cost_blob));
+  }
+  ASSIGN_OR_RETURN(fold.all.cost, folder_(dataset, all));
+  fold.all.charges += static_cast<int64_t>(rows.size());
+  for (auto& [principal, costs] : own) {
+    Folded& f = fold.by_principal[principal];
+    const int64_t n = static_cast<int64_t>(costs.size());
+    if (!f.cost.empty()) costs.insert(costs.begin(), f.cost);
+    ASSIGN_OR_RETURN(f.cost, folder_(dataset, costs));
+    f.charges += n;
+  }
+  fold.through_seq = rows.back().seq;
+  absl::MutexLock lock(&mu_);
+  DatasetFold& kept = folds_[dataset.id];
+  if (kept.through_seq < fold.through_seq) kept = fold;
+  return fold;
+}
+
+absl::StatusOr<Ledger::Costs> Ledger::CostsLocked(Connection& conn,
+                                                  const DatasetRecord& dataset,
+                                                  absl::string_view principal) {
+  Costs out;
+  if (folder_) {
+    ASSIGN_OR_RETURN(DatasetFold fold, FoldLocked(conn, dataset));
+    out.charges = fold.all.charges;
+    if (!fold.all.cost.empty()) out.all.push_back(fold.all.cost);
+    auto it = fold.by_principal.find(principal);
+    if (!principal.empty() && it != fold.by_principal.end()) {
+      out.own_charges = it->second.charges;
+      out.own.push_back(it->second.cost);
+    }
+    return out;
+  }
+  ASSIGN_OR_RETURN(std::vector<LedgerEntry> entries,
+                   ListLocked(conn, dataset, 0));
+  out.charges = static_cast<int64_t>(entries.size());
+  for (LedgerEntry& e : entries) {
+    if (!principal.empty() && e.principal == principal) {
+      ++out.own_charges;
+      out.own.push_back(e.cost_blob);
+    }
+    out.all.push_back(std::move(e.cost_blob));
+  }
+  return out;
+}
+
+absl::StatusOr<LedgerTotals> Ledger::Totals(absl::string_view dataset,
+                                            absl::string_view principal) {
+  return db_.WithConnection([&](Connection& conn)
+                                -> absl::StatusOr<LedgerTotals> {
+    Transaction txn(conn);
+    RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kDeferred));
+    LedgerTotals totals;
+    ASSIGN_OR_RETURN(totals.dataset, DatasetStore::GetLocked(conn, dataset));
+    ASSIGN_OR_RETURN(Costs costs, CostsLocked(conn, totals.dataset, principal));
+    RETURN_IF_ERROR(txn.Commit());
+    totals.charges = costs.charges;
+    totals.costs = std::move(costs.all);
+    totals.principal_charges = costs.own_charges;
+    totals.principal_costs = std::move(costs.own);
+    return totals;
+  });
 }
 
 absl::StatusOr<int64_t> Ledger::LastSeqLocked(Connection& conn) {

@@ -14,9 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "storage/dataset_store.h"
 #include "storage/job_store.h"
 
@@ -53,17 +56,36 @@ struct LedgerEntry {
   int64_t created_at_micros = 0;
 };
 
-// Decides whether the new charge may be appended, given the dataset and all
-// of its existing charges (in seq order). Return OK to admit; any other
-// status (RESOURCE_EXHAUSTED for "over budget", ...) refuses the charge and
-// is returned to the caller unchanged.
+// Decides whether the new charge may be appended, given the dataset and the
+// cost blobs of its existing charges: every blob in seq order, or, once a
+// CostFolder is installed, their folded sum (one blob; none if there is no
+// charge yet). Return OK to admit; any other status (RESOURCE_EXHAUSTED for
+// "over budget", ...) refuses the charge and is returned to the caller
+// unchanged.
 // REQUIRES: must not call back into the Database (it runs under its lock).
 using AdmitFn = std::function<absl::Status(
-    const DatasetRecord& dataset, const std::vector<LedgerEntry>& existing)>;
+    const DatasetRecord& dataset, const std::vector<std::string>& prior_costs)>;
+
+// Folds cost blobs of `dataset` into one blob holding their exact sum, such
+// that any admission rule gives the same answer on the fold as on the blobs
+// (privacy::PrivacyFilter::Fold). Must be deterministic and must not call
+// back into the Database. Errors (DATA_LOSS for corrupt blobs) are returned
+// to the caller.
+using CostFolder = std::function<absl::StatusOr<std::string>(
+    const DatasetRecord& dataset, const std::vector<std::string>& costs)>;
 
 struct LedgerSnapshot {
   DatasetRecord dataset;
   std::vector<LedgerEntry> entries;  // seq order
+};
+
+// What a budget display needs, without the charges themselves.
+struct LedgerTotals {
+  DatasetRecord dataset;
+  int64_t charges = 0;             // number of charges of the dataset
+  std::vector<std::string> costs;  // their cost blobs, or their fold
+  int64_t principal_charges = 0;   // ... of those, `principal`'s
+  std::vector<std::string> principal_costs;
 };
 
 class Ledger {
@@ -72,9 +94,10 @@ class Ledger {
   Ledger& operator=(const Ledger&) = delete;
 
   // Admission and charge in ONE `BEGIN IMMEDIATE` transaction: loads the
-  // dataset and all its charges, calls `admit`; if charge.principal holds a
-  // grant on the dataset with an epsilon cap (issue 14), calls `admit` a
-  // second time on that principal's own charges with the dataset's epsilon
+  // dataset and the costs of all its charges (their fold, see
+  // SetCostFolder), calls `admit`; if charge.principal holds a grant on the
+  // dataset with an epsilon cap (issue 14), calls `admit` a second time on
+  // that principal's own charges with the dataset's epsilon
   // budget replaced by the cap (RESOURCE_EXHAUSTED then names the cap); if
   // both return OK it inserts
   // `job` (state QUEUED) and appends the charge referencing it, then commits
@@ -99,19 +122,67 @@ class Ledger {
   // consistent view for budget displays and estimates).
   absl::StatusOr<LedgerSnapshot> Snapshot(absl::string_view dataset);
 
+  // The dataset record, its number of charges and their costs (folded once
+  // a CostFolder is installed), and the same for `principal`'s own charges
+  // (empty principal: none), read in one transaction.
+  absl::StatusOr<LedgerTotals> Totals(absl::string_view dataset,
+                                      absl::string_view principal = "");
+
   // The sequence number of the last charge of any dataset (0 if none): the
   // value the high-water mark (ledger_mark.h) tracks.
   absl::StatusOr<int64_t> LastSeq();
+
+  // Installs the folder used by ChargeAndCreateJob and Totals. With it, the
+  // ledger keeps, per dataset, the fold of the charges up to a sequence
+  // number (and one per principal), and extends it inside each transaction
+  // with the rows after that number only: admission then costs time in the
+  // number of charges since the last look, not in the length of the ledger.
+  // Sound because the ledger is append-only (triggers), sequence numbers
+  // are AUTOINCREMENT and writers are serialized, so the rows any
+  // transaction sees are exactly those up to some seq; only rows read from
+  // the database (committed by someone, or read under the write lock) ever
+  // enter the fold, and every handle (process) keeps its own. Call once,
+  // before concurrent use.
+  void SetCostFolder(CostFolder folder);
 
  private:
   friend class Database;
   explicit Ledger(Database& db) : db_(db) {}
 
+  struct Folded {
+    int64_t charges = 0;
+    std::string cost;  // empty while there is no charge
+  };
+  struct DatasetFold {
+    int64_t through_seq = 0;  // covers every charge with seq <= this
+    Folded all;
+    absl::flat_hash_map<std::string, Folded> by_principal;
+  };
+
+  // The costs an admission or a display needs: every blob, or the fold.
+  struct Costs {
+    int64_t charges = 0;
+    std::vector<std::string> all;
+    int64_t own_charges = 0;
+    std::vector<std::string> own;  // `principal`'s
+  };
+
+  // The charges of `dataset` with seq > after_seq, in seq order; DATA_LOSS
+  // for a corrupt row.
   static absl::StatusOr<std::vector<LedgerEntry>> ListLocked(
-      Connection& conn, const DatasetRecord& dataset);
+      Connection& conn, const DatasetRecord& dataset, int64_t after_seq);
   static absl::StatusOr<int64_t> LastSeqLocked(Connection& conn);
+  // The fold of every charge of `dataset` visible in `conn`'s transaction.
+  absl::StatusOr<DatasetFold> FoldLocked(Connection& conn,
+                                         const DatasetRecord& dataset);
+  absl::StatusOr<Costs> CostsLocked(Connection& conn,
+                                    const DatasetRecord& dataset,
+                                    absl::string_view principal);
 
   Database& db_;
+  CostFolder folder_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<int64_t, DatasetFold> folds_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace dpopt::storage

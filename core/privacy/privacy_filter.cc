@@ -257,6 +257,16 @@ class RdpFilter : public PrivacyFilter {
     return ViewOf(spent);
   }
 
+  absl::StatusOr<std::string> Fold(
+      const std::vector<std::string>& costs) const override {
+    ASSIGN_OR_RETURN(std::vector<Units> sum, Sum(costs));
+    std::vector<std::string> parts;
+    parts.reserve(sum.size());
+    for (Units u : sum) parts.push_back(UnitsToString(u));
+    return absl::StrCat(kBlobPrefix, "|rdp|", sum.size(), "|",
+                        absl::StrJoin(parts, ","));
+  }
+
  private:
   absl::StatusOr<std::vector<Units>> Parse(const std::string& blob) const {
     std::vector<absl::string_view> fields = absl::StrSplit(blob, '|');
@@ -423,6 +433,13 @@ class BasicFilter : public PrivacyFilter {
                      FormatEps(UnitsToDouble(spent.second, kDeltaScale)), ", ",
                      RelationName(config_.relation), " relation");
     return v;
+  }
+
+  absl::StatusOr<std::string> Fold(
+      const std::vector<std::string>& costs) const override {
+    ASSIGN_OR_RETURN(auto sum, Sum(costs));
+    return absl::StrCat(kBlobPrefix, "|basic|", UnitsToString(sum.first), "|",
+                        UnitsToString(sum.second));
   }
 
  private:

@@ -116,6 +116,16 @@ class PrivacyFilter {
 
   virtual absl::StatusOr<BudgetView> View(
       const std::vector<std::string>& existing) const = 0;
+
+  // One cost blob, in the same format, holding the exact sum of `costs`
+  // (the fixed-point sum Admit and View compute; saturating, so the sum of
+  // non-negative units is associative): Admit({Fold(c)}, next) ==
+  // Admit(c, next) and View({Fold(c)}) == View(c) for every c. Lets the
+  // ledger keep a running total per dataset instead of re-reading every
+  // charge (storage/ledger.h). Fold({}) is the zero cost. DATA_LOSS if a
+  // blob is corrupt or of the other filter kind.
+  virtual absl::StatusOr<std::string> Fold(
+      const std::vector<std::string>& costs) const = 0;
 };
 
 // "add_remove" / "replace_one" / "linf_offsets".

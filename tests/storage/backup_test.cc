@@ -56,7 +56,7 @@ absl::StatusOr<LedgerEntry> Charge(Database& db, const std::string& dataset) {
   j.spec = "spec";
   j.steps_total = 1;
   return db.ledger().ChargeAndCreateJob(
-      c, j, [](const DatasetRecord&, const std::vector<LedgerEntry>&) {
+      c, j, [](const DatasetRecord&, const std::vector<std::string>&) {
         return absl::OkStatus();
       });
 }

@@ -59,7 +59,7 @@ class JobStoreTest : public ::testing::Test {
     c.epsilon = 0.1;
     ASSERT_OK(db_->ledger().ChargeAndCreateJob(
         c, NewJob(id, "priv"),
-        [](const DatasetRecord&, const std::vector<LedgerEntry>&) {
+        [](const DatasetRecord&, const std::vector<std::string>&) {
           return absl::OkStatus();
         }));
   }

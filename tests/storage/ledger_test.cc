@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -59,13 +61,37 @@ JobRecord Job(const std::string& dataset, const std::string& id = "") {
   return j;
 }
 
+// The test cost blobs are "eps=<x>".
+double EpsOf(const std::string& blob) {
+  double x = -1;
+  EXPECT_TRUE(absl::StartsWith(blob, "eps=") &&
+              absl::SimpleAtod(blob.substr(4), &x))
+      << blob;
+  return x;
+}
+
+// A folder for "eps=" blobs: their sum (exact for the quarter multiples the
+// tests use). DATA_LOSS for anything else, as the privacy filter's Fold.
+absl::StatusOr<std::string> SumFolder(const DatasetRecord&,
+                                      const std::vector<std::string>& costs) {
+  double sum = 0;
+  for (const std::string& c : costs) {
+    double x = 0;
+    if (!absl::StartsWith(c, "eps=") || !absl::SimpleAtod(c.substr(4), &x)) {
+      return absl::DataLossError(absl::StrCat("corrupt cost '", c, "'"));
+    }
+    sum += x;
+  }
+  return absl::StrCat("eps=", sum);
+}
+
 // Admits while the sum of epsilons stays within the dataset's budget.
 AdmitFn SumRule(double epsilon, std::atomic<int>* calls = nullptr) {
   return [epsilon, calls](const DatasetRecord& d,
-                          const std::vector<LedgerEntry>& existing) {
+                          const std::vector<std::string>& prior_costs) {
     if (calls != nullptr) ++*calls;
     double spent = 0;
-    for (const LedgerEntry& e : existing) spent += e.epsilon;
+    for (const std::string& c : prior_costs) spent += EpsOf(c);
     if (spent + epsilon > d.epsilon_budget + 1e-12) {
       return absl::ResourceExhaustedError(
           absl::StrCat("remaining epsilon ", d.epsilon_budget - spent));
@@ -102,9 +128,9 @@ class LedgerTest : public ::testing::Test {
 TEST_F(LedgerTest, ChargeCreatesJobAndEntryWithExistingCharges) {
   std::vector<size_t> seen_sizes;
   auto admit = [&](const DatasetRecord& d,
-                   const std::vector<LedgerEntry>& existing) {
+                   const std::vector<std::string>& prior_costs) {
     EXPECT_EQ(d.name, "adult");
-    seen_sizes.push_back(existing.size());
+    seen_sizes.push_back(prior_costs.size());
     return absl::OkStatus();
   };
   ASSERT_OK_AND_ASSIGN(LedgerEntry e1,
@@ -150,7 +176,7 @@ TEST_F(LedgerTest, ChargeCreatesJobAndEntryWithExistingCharges) {
 }
 
 TEST_F(LedgerTest, AdmitRefusalIsReturnedUnchangedAndWritesNothing) {
-  auto refuse = [](const DatasetRecord&, const std::vector<LedgerEntry>&) {
+  auto refuse = [](const DatasetRecord&, const std::vector<std::string>&) {
     return absl::ResourceExhaustedError("only 0.25 epsilon left");
   };
   EXPECT_THAT(
@@ -274,7 +300,7 @@ TEST_F(LedgerTest, SigkillMidChargeLeavesConsistentLedger) {
     }
     (void)(*db)->ledger().ChargeAndCreateJob(
         Charge("adult", 1.0), Job("adult", "k2"),
-        [&](const DatasetRecord&, const std::vector<LedgerEntry>&) {
+        [&](const DatasetRecord&, const std::vector<std::string>&) {
           const char c = 'x';
           (void)!write(to_parent[1], &c, 1);
           for (;;) pause();  // killed here, holding BEGIN IMMEDIATE
@@ -316,8 +342,8 @@ void RunConcurrentCharges(const std::vector<Database*>& handles) {
   std::atomic<int> ok{0}, exhausted{0}, other{0}, admit_calls{0};
   AdmitFn rule = SumRule(kEps, &admit_calls);
   AdmitFn slow_rule = [&](const DatasetRecord& d,
-                          const std::vector<LedgerEntry>& existing) {
-    absl::Status s = rule(d, existing);
+                          const std::vector<std::string>& prior_costs) {
+    absl::Status s = rule(d, prior_costs);
     // Widen the window between the check and the write.
     std::this_thread::sleep_for(std::chrono::microseconds(300));
     return s;
@@ -361,17 +387,134 @@ TEST_F(LedgerTest, ConcurrentChargesOnSharedHandleNeverOverspend) {
   RunConcurrentCharges({db_.get()});
 }
 
-TEST_F(LedgerTest, ConcurrentChargesAcrossConnectionsNeverOverspend) {
+// 10 handles on the file (as 10 processes would be), with or without folds.
+void RunConcurrentChargesAcrossHandles(const std::string& path, bool fold) {
   Database::Options options;
   options.busy_timeout_ms = 60000;
   std::vector<std::unique_ptr<Database>> owned;
   std::vector<Database*> handles;
   for (int i = 0; i < 10; ++i) {
-    ASSERT_OK_AND_ASSIGN(auto db, Database::Open(path_, options));
+    ASSERT_OK_AND_ASSIGN(auto db, Database::Open(path, options));
+    if (fold) db->ledger().SetCostFolder(&SumFolder);
     handles.push_back(db.get());
     owned.push_back(std::move(db));
   }
   RunConcurrentCharges(handles);
+}
+
+TEST_F(LedgerTest, ConcurrentChargesAcrossConnectionsNeverOverspend) {
+  RunConcurrentChargesAcrossHandles(path_, /*fold=*/false);
+}
+
+TEST_F(LedgerTest, FoldedConcurrentChargesAcrossConnectionsNeverOverspend) {
+  RunConcurrentChargesAcrossHandles(path_, /*fold=*/true);
+}
+
+// With a folder, `admit` gets one blob: the fold of every committed charge,
+// including those appended through other handles (other processes) since
+// this handle last looked.
+TEST_F(LedgerTest, FoldCoversChargesFromOtherHandles) {
+  db_->ledger().SetCostFolder(&SumFolder);
+  ASSERT_OK_AND_ASSIGN(auto other, Database::Open(path_));
+  other->ledger().SetCostFolder(&SumFolder);
+  std::vector<std::vector<std::string>> seen;
+  auto record = [&](const DatasetRecord&,
+                    const std::vector<std::string>& prior_costs) {
+    seen.push_back(prior_costs);
+    return absl::OkStatus();
+  };
+  ASSERT_OK(db_->ledger().ChargeAndCreateJob(Charge("adult", 0.25),
+                                             Job("adult"), record));
+  ASSERT_OK(other->ledger().ChargeAndCreateJob(Charge("adult", 0.5),
+                                               Job("adult"), record));
+  ASSERT_OK(other->ledger().ChargeAndCreateJob(Charge("adult", 0.75),
+                                               Job("adult"), record));
+  ASSERT_OK(db_->ledger().ChargeAndCreateJob(Charge("adult", 1.0), Job("adult"),
+                                             record));
+  using V = std::vector<std::string>;
+  EXPECT_EQ(seen,
+            (std::vector<V>{V{}, V{"eps=0.25"}, V{"eps=0.75"}, V{"eps=1.5"}}));
+  ASSERT_OK_AND_ASSIGN(LedgerTotals t, db_->ledger().Totals("adult", "alice"));
+  EXPECT_EQ(t.charges, 4);
+  EXPECT_EQ(t.costs, V{"eps=2.5"});
+  EXPECT_EQ(t.principal_charges, 4);
+  EXPECT_EQ(t.principal_costs, V{"eps=2.5"});
+  EXPECT_EQ(t.dataset.epsilon_budget, kBudget);
+  // The budget of 3 now admits 0.5 but not 0.75, through either handle.
+  EXPECT_THAT(other->ledger().ChargeAndCreateJob(Charge("adult", 0.75),
+                                                 Job("adult"), SumRule(0.75)),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_OK(db_->ledger().ChargeAndCreateJob(Charge("adult", 0.5), Job("adult"),
+                                             SumRule(0.5)));
+  EXPECT_THAT(other->ledger().ChargeAndCreateJob(Charge("adult", 0.25),
+                                                 Job("adult"), SumRule(0.25)),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ(Count("ledger"), 5);
+}
+
+// Totals give the same numbers with and without a folder, per principal too,
+// and per dataset (folds never mix datasets).
+TEST_F(LedgerTest, TotalsWithAndWithoutFolderAgree) {
+  ASSERT_OK(db_->datasets().Import(Private("bank"), "1 1:1\n"));
+  const std::vector<std::pair<std::string, double>> charges = {
+      {"alice", 0.25}, {"bob", 0.5}, {"alice", 0.125}, {"carol", 1.0}};
+  for (const auto& [who, eps] : charges) {
+    ChargeRequest c = Charge("adult", eps);
+    c.principal = who;
+    ASSERT_OK(db_->ledger().ChargeAndCreateJob(c, Job("adult"), SumRule(eps)));
+  }
+  ChargeRequest c = Charge("bank", 2.0);
+  c.principal = "alice";
+  ASSERT_OK(db_->ledger().ChargeAndCreateJob(c, Job("bank"), SumRule(2.0)));
+
+  ASSERT_OK_AND_ASSIGN(auto folded, Database::Open(path_));
+  folded->ledger().SetCostFolder(&SumFolder);
+  for (const std::string who : {"alice", "bob", "dave", ""}) {
+    ASSERT_OK_AND_ASSIGN(LedgerTotals plain,
+                         db_->ledger().Totals("adult", who));
+    ASSERT_OK_AND_ASSIGN(LedgerTotals fold,
+                         folded->ledger().Totals("adult", who));
+    double plain_sum = 0, plain_own = 0;
+    for (const auto& b : plain.costs) plain_sum += EpsOf(b);
+    for (const auto& b : plain.principal_costs) plain_own += EpsOf(b);
+    EXPECT_EQ(plain.charges, 4);
+    EXPECT_EQ(fold.charges, 4);
+    EXPECT_EQ(plain_sum, 1.875);
+    ASSERT_EQ(fold.costs.size(), 1u);
+    EXPECT_EQ(EpsOf(fold.costs[0]), 1.875);
+    EXPECT_EQ(fold.principal_charges, plain.principal_charges) << who;
+    const double want_own = who == "alice" ? 0.375 : who == "bob" ? 0.5 : 0;
+    EXPECT_EQ(plain_own, want_own) << who;
+    double fold_own = 0;
+    for (const auto& b : fold.principal_costs) fold_own += EpsOf(b);
+    EXPECT_EQ(fold_own, want_own) << who;
+  }
+  ASSERT_OK_AND_ASSIGN(LedgerTotals bank,
+                       folded->ledger().Totals("bank", "alice"));
+  EXPECT_EQ(bank.charges, 1);
+  EXPECT_EQ(bank.costs, std::vector<std::string>{"eps=2"});
+  EXPECT_THAT(folded->ledger().Totals("nope"),
+              StatusIs(absl::StatusCode::kNotFound));
+}
+
+// A corrupt charge is DATA_LOSS for a handle that folds it; the folder's own
+// refusal (a cost it cannot parse) is returned as well, and nothing is
+// written.
+TEST_F(LedgerTest, FoldOfCorruptChargeIsDataLoss) {
+  ASSERT_OK(db_->ledger().ChargeAndCreateJob(Charge("adult", 1.0),
+                                             Job("adult", "j"), SumRule(1.0)));
+  ASSERT_OK(DatabaseTestPeer::Execute(
+      *db_,
+      "DROP TRIGGER ledger_no_update; UPDATE ledger SET cost_blob = 'junk';"));
+  ASSERT_OK_AND_ASSIGN(auto folded, Database::Open(path_));
+  folded->ledger().SetCostFolder(&SumFolder);
+  EXPECT_THAT(folded->ledger().ChargeAndCreateJob(Charge("adult", 0.1),
+                                                  Job("adult"), SumRule(0.1)),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("junk")));
+  EXPECT_THAT(folded->ledger().Totals("adult"),
+              StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_EQ(Count("ledger"), 1);
+  EXPECT_EQ(Count("jobs"), 1);
 }
 
 }  // namespace

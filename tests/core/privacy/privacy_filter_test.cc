@@ -219,6 +219,80 @@ TEST(RdpFilterTest, PldPricedChargeStillChargesRdpCurve) {
   EXPECT_EQ(dg.accountant, "rdp");
 }
 
+// Fold (used by the ledger's running totals) gives the filter exactly the
+// answers it gives on the blobs themselves: admission at every prefix of an
+// adaptive sequence, the budget view, and the refusal message.
+void ExpectFoldEquivalent(const PrivacyFilter& f,
+                          const std::vector<std::string>& sequence,
+                          const std::string& next) {
+  std::vector<std::string> prefix;
+  std::string running;  // fold of the prefix, extended one charge at a time
+  ASSERT_OK_AND_ASSIGN(running, f.Fold({}));
+  for (const std::string& blob : sequence) {
+    ASSERT_OK_AND_ASSIGN(std::string folded, f.Fold(prefix));
+    EXPECT_EQ(folded, running);
+    const absl::Status plain = f.Admit(prefix, next);
+    const absl::Status fold = f.Admit({folded}, next);
+    EXPECT_EQ(plain.code(), fold.code());
+    EXPECT_EQ(plain.message(), fold.message());
+    ASSERT_OK_AND_ASSIGN(BudgetView a, f.View(prefix));
+    ASSERT_OK_AND_ASSIGN(BudgetView b, f.View({folded}));
+    EXPECT_EQ(a.epsilon_spent, b.epsilon_spent);
+    EXPECT_EQ(a.epsilon_remaining, b.epsilon_remaining);
+    EXPECT_EQ(a.accounting, b.accounting);
+    prefix.push_back(blob);
+    ASSERT_OK_AND_ASSIGN(running, f.Fold({running, blob}));
+  }
+}
+
+TEST(FoldTest, RdpFoldAnswersAsTheCharges) {
+  auto f = MakeFilter(2.0, 1e-6, FilterKind::kRdp);
+  std::vector<std::string> seq;
+  for (int i = 0; i < 12; ++i) {
+    seq.push_back(Blob(*f, i % 3 == 0   ? DpEvent::Gaussian(3 + i)
+                           : i % 3 == 1 ? DpEvent::Laplace(20)
+                                        : DpSgdEvent(1.1, 0.01, 100 * i)));
+  }
+  ExpectFoldEquivalent(*f, seq, Blob(*f, DpEvent::Gaussian(4)));
+  // An infinite charge saturates the fold as it saturates the sum.
+  seq.push_back(Blob(*f, DpEvent::Gaussian(0)));
+  ExpectFoldEquivalent(*f, seq, Blob(*f, DpEvent::NoOp()));
+  ASSERT_OK_AND_ASSIGN(std::string all, f->Fold(seq));
+  EXPECT_THAT(all, HasSubstr("inf"));
+  EXPECT_THAT(f->Admit({all}, Blob(*f, DpEvent::NoOp())),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+}
+
+TEST(FoldTest, BasicFoldIsTheExactSum) {
+  auto f = MakeFilter(1.0, 1e-6, FilterKind::kBasic);
+  std::vector<std::string> seq;
+  for (int i = 0; i < 10; ++i) {
+    seq.push_back(Blob(*f, DpEvent::EpsilonDelta(0.1, 1e-7)));
+  }
+  ExpectFoldEquivalent(*f, seq, Blob(*f, DpEvent::EpsilonDelta(0.1, 0)));
+  // Ten times 0.1 is exactly the budget: the fold is 1e12 units and 1e11
+  // delta units, and nothing more fits.
+  ASSERT_OK_AND_ASSIGN(std::string all, f->Fold(seq));
+  EXPECT_EQ(all, "dpopt.cost.v1|basic|1000000000000|1000000000000");
+  EXPECT_THAT(f->Admit({all}, Blob(*f, DpEvent::EpsilonDelta(1e-12, 0))),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  ASSERT_OK_AND_ASSIGN(std::string zero, f->Fold({}));
+  EXPECT_EQ(zero, "dpopt.cost.v1|basic|0|0");
+}
+
+TEST(FoldTest, CorruptOrForeignBlobIsDataLoss) {
+  auto rdp = MakeFilter(1.0, 1e-6, FilterKind::kRdp);
+  auto basic = MakeFilter(1.0, 1e-6, FilterKind::kBasic);
+  const std::string rdp_blob = Blob(*rdp, DpEvent::Gaussian(3));
+  const std::string basic_blob = Blob(*basic, DpEvent::Exponential(0.1));
+  EXPECT_THAT(rdp->Fold({rdp_blob, basic_blob}).status(),
+              StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(basic->Fold({basic_blob, rdp_blob}).status(),
+              StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(rdp->Fold({"garbage"}).status(),
+              StatusIs(absl::StatusCode::kDataLoss));
+}
+
 TEST(RelationTest, MismatchRules) {
   auto ar = MakeFilter(2.0, 1e-6, FilterKind::kRdp, Relation::kAddRemove);
   auto ro = MakeFilter(2.0, 1e-6, FilterKind::kRdp, Relation::kReplaceOne);
