@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "storage/database.h"
 #include "storage/schema.h"
 #include "tests/common/status_matchers.h"
 #include "tests/storage/storage_test_util.h"
@@ -345,6 +346,55 @@ TEST(SchemaTest, FreshFileIsMigratedToLatest) {
   ASSERT_OK(ApplyMigrations(*conn, SchemaMigrations()));
   ASSERT_OK_AND_ASSIGN(after, ReadSchemaVersion(*conn));
   EXPECT_EQ(after, LatestSchemaVersion());
+}
+
+// A database written before access control (schema version 1, every job
+// and charge by "anonymous") opens at the latest version with its jobs and
+// charges attributed to the bootstrap curator, nothing lost, and the ledger
+// append-only again afterwards (issue 14).
+TEST(SchemaTest, PreAccessControlDatabaseMigratesToCurator) {
+  TempDir dir;
+  const std::string path = dir.File("old.db");
+  {
+    auto conn = OpenOrDie(path);
+    ASSERT_OK(ApplyMigrations(*conn, {SchemaMigrations().front()}));
+    ASSERT_OK_AND_ASSIGN(int version, ReadSchemaVersion(*conn));
+    ASSERT_EQ(version, 1);
+    ASSERT_OK(conn->Execute(
+        "INSERT INTO datasets(name, num_rows, dimension, nonzeros, is_public, "
+        "sparse, format, label_kind, num_classes, relation, epsilon_budget, "
+        "delta_budget, budget_filter, description, created_at) VALUES "
+        "('old', 1, 2, 1, 0, 1, 'libsvm', 0, 2, 'add_remove', 2.0, 1e-6, "
+        "'basic', '', 1);"
+        "INSERT INTO jobs(id, dataset_id, principal, state, message, spec, "
+        "calibration, cost, steps_done, steps_total, result, evaluation, "
+        "created_at, started_at, finished_at) VALUES ('job-old', 1, "
+        "'anonymous', 3, '', x'', x'', x'', 5, 5, x'', x'', 1, 1, 1);"
+        "INSERT INTO ledger(dataset_id, job_id, event_json, accountant, "
+        "cost_blob, epsilon, delta, principal, note, created_at) VALUES (1, "
+        "'job-old', '{}', 'rdp', 'dpopt.cost.v1|basic|500000000000|0', 0.5, "
+        "0, 'anonymous', 'old job', 1);"));
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(path));
+  ASSERT_OK_AND_ASSIGN(std::vector<LedgerEntry> entries,
+                       db->ledger().List("old"));
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].principal, "curator");
+  EXPECT_EQ(entries[0].job_id, "job-old");
+  EXPECT_EQ(entries[0].epsilon, 0.5);
+  EXPECT_EQ(entries[0].cost_blob, "dpopt.cost.v1|basic|500000000000|0");
+  ASSERT_OK_AND_ASSIGN(JobRecord job, db->jobs().Get("job-old"));
+  EXPECT_EQ(job.principal, "curator");
+  EXPECT_EQ(job.steps_done, 5);
+  ASSERT_OK_AND_ASSIGN(DatasetRecord dataset, db->datasets().Get("old"));
+  EXPECT_EQ(dataset.epsilon_budget, 2.0);
+  db.reset();
+  auto conn = OpenOrDie(path);
+  ASSERT_OK_AND_ASSIGN(int version, ReadSchemaVersion(*conn));
+  EXPECT_EQ(version, LatestSchemaVersion());
+  EXPECT_THAT(conn->Execute("UPDATE ledger SET principal = 'mallory'"),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("append-only")));
 }
 
 TEST(SchemaTest, MigrationsApplyInOrderAndFailingOneRollsBack) {

@@ -227,4 +227,15 @@ dp job submit "$ex/pa_solve.json" --wait >/dev/null
 spent="$(dp budget show max-affine --json | json "['epsilon_spent']")"
 python3 -c "assert abs($spent - 1.0) < 1e-12" || fail "max-affine spent $spent, not 1.0"
 
+step "14. tokens appear in no log and no error message"
+# A token is ID.SECRET; the secret part must not be in the server's log (all
+# of it, across the restarts above) or in any error the CLI printed.
+for tok in "$DPOPT_TOKEN" "$alice_token"; do
+  secret="${tok#*.}"
+  [[ -n "$secret" && "$secret" != "$tok" ]] || fail "unexpected token format"
+  if grep -rqF -- "$secret" "$work/server.log" "$work"/*.err; then
+    fail "a token secret appears in the server log or a CLI error"
+  fi
+done
+
 echo "PASS: user flow (accuracy $acc)"
