@@ -107,7 +107,7 @@ absl::Status JobManager::Options::Validate() const {
     return absl::InvalidArgumentError("queue_capacity must be >= 1");
   }
   if (dda_mpi.has_value()) RETURN_IF_ERROR(dda_mpi->Validate());
-  return absl::OkStatus();
+  return dataset_cache.Validate();
 }
 
 absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
@@ -116,6 +116,7 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
   RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<JobManager> m(new JobManager(db, datasets, hub));
   m->options_ = options;
+  ASSIGN_OR_RETURN(m->cache_, DatasetCache::Create(options.dataset_cache));
   jobs::JobRunner::Options ro;
   ro.workers = options.workers;
   ro.queue_capacity = options.queue_capacity;
@@ -484,11 +485,12 @@ absl::Status JobManager::RunJob(const std::string& job_id, const Prepared& p,
   RETURN_IF_ERROR(db_->jobs().UpdateState(job_id, JobState::kRunning));
   PublishJob(job_id);
 
-  ASSIGN_OR_RETURN(Dataset train, db_->datasets().Load(p.dataset.name));
-  std::unique_ptr<Dataset> eval;
+  ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> train_rows,
+                   LoadRows(p.dataset));
+  const Dataset& train = *train_rows;
+  std::shared_ptr<const Dataset> eval;
   if (p.has_eval) {
-    ASSIGN_OR_RETURN(Dataset e, db_->datasets().Load(p.eval_dataset.name));
-    eval = std::make_unique<Dataset>(std::move(e));
+    ASSIGN_OR_RETURN(eval, LoadRows(p.eval_dataset));
   }
   ASSIGN_OR_RETURN(auto objective,
                    optim::Objective::Create(p.job.model, train.dimension()));
@@ -530,6 +532,24 @@ absl::Status JobManager::RunJob(const std::string& job_id, const Prepared& p,
   RETURN_IF_ERROR(db_->jobs().UpdateProgress(job_id, result.steps_done));
   return db_->jobs().SetResult(job_id, out.SerializeAsString(),
                                evaluation.SerializeAsString());
+}
+
+absl::StatusOr<std::shared_ptr<const Dataset>> JobManager::LoadRows(
+    const storage::DatasetRecord& record) {
+  // A cache hit must not outlive a deletion: the dataset must still be live
+  // (a deleted one is NOT_FOUND here, as a load from the database would be).
+  ASSIGN_OR_RETURN(storage::DatasetRecord live,
+                   db_->datasets().Get(record.name));
+  if (live.id != record.id || live.deleted_at_micros != 0) {
+    return absl::NotFoundError(
+        absl::StrCat("dataset \"", record.name, "\" not found"));
+  }
+  CachedDatasetKey key;
+  key.id = live.id;
+  key.is_public = live.is_public;
+  key.rows = live.rows;
+  key.dimension = live.dimension;
+  return cache_->Get(key, [&]() { return db_->datasets().Load(live.name); });
 }
 
 absl::StatusOr<v1::Job> JobManager::ToProto(const JobRecord& r) {

@@ -19,6 +19,7 @@
 #include "core/jobs/job_runner.h"
 #include "core/optim/seed004/mpi_settings.h"
 #include "dpopt/v1/dpopt.pb.h"
+#include "server/dataset_cache.h"
 #include "server/dataset_manager.h"
 #include "server/trace_hub.h"
 #include "storage/database.h"
@@ -33,6 +34,8 @@ class JobManager {
     // dp_dda's MPI execution (seed 004); unset = MPI jobs are refused with
     // FAILED_PRECONDITION before anything is charged.
     std::optional<optim::seed004::MpiSettings> dda_mpi;
+    // Decoded datasets kept between jobs (server/dataset_cache.h).
+    DatasetCache::Options dataset_cache;
     absl::Status Validate() const;
   };
 
@@ -72,6 +75,9 @@ class JobManager {
   // DEADLINE_EXCEEDED if some job has not stopped in time.
   absl::StatusOr<int64_t> CancelDatasetJobs(const std::string& dataset,
                                             absl::Duration wait);
+  // Drops a deleted dataset's decoded rows from the cache.
+  void ForgetDataset(int64_t dataset_id) { cache_->Evict(dataset_id); }
+  DatasetCache::Stats dataset_cache_stats() const { return cache_->stats(); }
   // FAILED_PRECONDITION unless the job SUCCEEDED.
   absl::StatusOr<v1::JobResult> Result(const std::string& id);
   // The privatized trace points recorded so far (any state), oldest first.
@@ -92,12 +98,17 @@ class JobManager {
   absl::Status RunJob(const std::string& job_id, const Prepared& prepared,
                       const jobs::CancellationToken& token);
   absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& record);
+  // The rows of a live dataset, from the cache or the database. NOT_FOUND
+  // once the dataset is deleted, cached or not.
+  absl::StatusOr<std::shared_ptr<const Dataset>> LoadRows(
+      const storage::DatasetRecord& record);
   void PublishJob(const std::string& job_id);
 
   Options options_;
   storage::Database* db_;
   DatasetManager* datasets_;
   TraceHub* hub_;
+  std::unique_ptr<DatasetCache> cache_;
   std::unique_ptr<jobs::JobRunner> runner_;
 };
 

@@ -18,8 +18,8 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "server/server.h"
 #include "storage/backup.h"
 
@@ -29,6 +29,10 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "address to listen on, HOST:PORT (0.0.0.0:50051 for all interfaces)");
 ABSL_FLAG(int, workers, 2, "job worker threads");
 ABSL_FLAG(int, queue, 64, "maximum number of queued jobs");
+ABSL_FLAG(int64_t, dataset_cache_mb, 512,
+          "memory cap (MiB) of the decoded datasets kept between jobs so a "
+          "job does not re-read its rows from the database; least recently "
+          "used first out; 0 turns the cache off");
 ABSL_FLAG(std::string, curator_token_file, "",
           "where the first start on a fresh database writes the curator's "
           "bearer token (mode 0600); default: the --db path + "
@@ -172,7 +176,8 @@ int main(int argc, char** argv) {
       "Holds datasets and a persistent privacy ledger in SQLite and runs DP\n"
       "optimization jobs submitted over gRPC (see `dpopt --help`).\n\n"
       "usage: dpopt-server [--db=PATH] [--listen=HOST:PORT] [--workers=N] "
-      "[--queue=N] [--curator-token-file=PATH] [--tls-cert=PEM "
+      "[--queue=N] [--dataset-cache-mb=N] [--curator-token-file=PATH] "
+      "[--tls-cert=PEM "
       "--tls-key=PEM [--tls-client-ca=PEM]] [--insecure] "
       "[--console-listen=HOST:PORT] [--ledger-mark-file=PATH]\n"
       "       [--mpirun=PATH [--dda-worker=PATH] "
@@ -222,6 +227,7 @@ int main(int argc, char** argv) {
   o.listen = absl::GetFlag(FLAGS_listen);
   o.workers = absl::GetFlag(FLAGS_workers);
   o.queue_capacity = absl::GetFlag(FLAGS_queue);
+  o.dataset_cache_mb = absl::GetFlag(FLAGS_dataset_cache_mb);
   o.curator_token_file = absl::GetFlag(FLAGS_curator_token_file);
   o.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   o.tls_key = absl::GetFlag(FLAGS_tls_key);

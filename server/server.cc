@@ -52,6 +52,10 @@ absl::Status ServerOptions::Validate() const {
   if (queue_capacity < 1 || queue_capacity > 100000) {
     return absl::InvalidArgumentError("--queue must be in [1, 100000]");
   }
+  if (dataset_cache_mb < 0 || dataset_cache_mb > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(
+        "--dataset-cache-mb must be in [0, 2^30] (0 turns the cache off)");
+  }
   if (tls_cert.empty() != tls_key.empty()) {
     return absl::InvalidArgumentError(
         "--tls-cert and --tls-key must be given together");
@@ -99,6 +103,7 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   jo.workers = options.workers;
   jo.queue_capacity = options.queue_capacity;
   jo.dda_mpi = options.dda_mpi;
+  jo.dataset_cache.capacity_bytes = options.dataset_cache_mb << 20;
   ASSIGN_OR_RETURN(
       s->jobs_,
       JobManager::Create(jo, s->db_.get(), s->datasets_.get(), s->hub_.get()));

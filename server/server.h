@@ -40,6 +40,9 @@ struct ServerOptions {
   // Job worker threads and bounded queue length.
   int workers = 2;
   int queue_capacity = 64;
+  // Memory cap of the decoded datasets kept between jobs
+  // (server/dataset_cache.h), in MiB; 0 turns the cache off.
+  int64_t dataset_cache_mb = 512;
   // Largest gRPC message accepted (import chunks are 1 MiB).
   int max_message_bytes = 16 << 20;
   // Where the first start on a fresh database writes the curator's bearer

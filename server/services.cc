@@ -234,6 +234,9 @@ grpc::Status DatasetServiceImpl::DeleteDataset(
                          jobs_->CancelDatasetJobs(r.name, absl::Seconds(60)));
         ASSIGN_OR_RETURN(storage::DeletedDataset d,
                          env_.db->datasets().Delete(r.name));
+        // The decoded rows go from memory too (a job that raced the
+        // deletion finds the dataset NOT_FOUND, cached or not).
+        jobs_->ForgetDataset(r.id);
         v1::DeleteDatasetResponse out;
         out.set_name(d.record.name);
         out.set_cancelled_jobs(cancelled);
