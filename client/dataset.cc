@@ -130,8 +130,15 @@ int DatasetImport(const ParsedArgs& a, const Globals& g) {
     return UsageError(s);
   }
 
-  auto file = ReadFile(a.positional()[1]);
-  if (!file.ok()) return UsageError(file.status());
+  // Streamed from disk in 1 MiB chunks: the CLI's memory does not grow with
+  // the file.
+  const std::string& path = a.positional()[1];
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return UsageError(absl::StrCat("cannot open ", path));
+  in.seekg(0, std::ios::end);
+  const std::streamoff total = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (total < 0 || !in) return UsageError(absl::StrCat("cannot read ", path));
 
   Client c(g);
   auto ctx = c.Context();
@@ -142,15 +149,28 @@ int DatasetImport(const ParsedArgs& a, const Globals& g) {
   bool ok = writer->Write(req);
   constexpr size_t kChunk = 1 << 20;
   const bool tty = isatty(STDERR_FILENO) && !g.json;
-  for (size_t off = 0; ok && off < file->size(); off += kChunk) {
+  std::string buf(kChunk, '\0');
+  std::streamoff sent = 0;
+  while (ok && in) {
+    in.read(buf.data(), static_cast<std::streamsize>(kChunk));
+    const std::streamsize got = in.gcount();
+    if (got <= 0) break;
     pb::ImportDatasetRequest chunk;
-    chunk.set_chunk(file->substr(off, kChunk));
+    chunk.set_chunk(buf.data(), static_cast<size_t>(got));
     ok = writer->Write(chunk);
-    if (tty) {
+    sent += got;
+    if (tty && total > 0) {
       std::cerr << absl::StrFormat(
-          "\ruploading %s: %3.0f%%", a.positional()[1],
-          100.0 * std::min(file->size(), off + kChunk) / file->size());
+          "\ruploading %s: %3.0f%%", path,
+          100.0 * static_cast<double>(sent) / static_cast<double>(total));
     }
+  }
+  if (in.bad()) {
+    ctx->TryCancel();  // the server then imports nothing
+    (void)writer->Finish();
+    if (tty) std::cerr << "\n";
+    return UsageError(
+        absl::StrCat("error reading ", path, "; nothing was imported"));
   }
   if (tty) std::cerr << "\n";
   writer->WritesDone();
