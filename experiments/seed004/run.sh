@@ -6,9 +6,9 @@
 # with the dpopt Python client (clients/python, built offline), then
 # report.py writes tables and figures into experiments/seed004/results/.
 #   experiments/seed004/run.sh [--quick] [--build-dir DIR] [--seeds N]
-# Full run: 43 min measured on the shared 2-core machine (load ~12; 16 min
-# of CPU, 14 min of it the first F*, which a rerun takes from the committed
-# results/fstar.json); run it with nice -n 10. --quick: a9a only, 1 seed,
+# Full run: 29.5 min measured on 2 cores (2026-11-26, partly shared with a
+# build; F* from the committed results/fstar.json, as in a fresh clone); the
+# first run, which computed F*, took 43 min under load ~12. --quick: a9a only, 1 seed,
 # into results-quick/.
 # Needs python3-scipy (F* of the l1-SVM by HiGHS) besides the client's
 # packages; all are in scripts/install-deps.sh.
