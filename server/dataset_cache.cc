@@ -71,7 +71,6 @@ absl::StatusOr<std::shared_ptr<const Dataset>> DatasetCache::Get(
   lru_.push_front(Entry{key.id, charge, dataset});
   index_[key.id] = lru_.begin();
   stats_.charged_bytes += charge;
-  ++stats_.entries;
   EvictOverCapLocked();
   return dataset;
 }
@@ -80,7 +79,6 @@ void DatasetCache::EvictOverCapLocked() {
   while (stats_.charged_bytes > options_.capacity_bytes && !lru_.empty()) {
     const Entry& victim = lru_.back();
     stats_.charged_bytes -= victim.charge;
-    --stats_.entries;
     ++stats_.evictions;
     index_.erase(victim.id);
     lru_.pop_back();
@@ -92,14 +90,15 @@ void DatasetCache::Evict(int64_t id) {
   auto it = index_.find(id);
   if (it == index_.end()) return;
   stats_.charged_bytes -= it->second->charge;
-  --stats_.entries;
   lru_.erase(it->second);
   index_.erase(it);
 }
 
 DatasetCache::Stats DatasetCache::stats() const {
   absl::MutexLock lock(&mu_);
-  return stats_;
+  Stats s = stats_;
+  s.entries = static_cast<int64_t>(lru_.size());
+  return s;
 }
 
 }  // namespace dpopt::server

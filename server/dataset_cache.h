@@ -56,7 +56,7 @@ class DatasetCache {
     int64_t hits = 0;
     int64_t misses = 0;
     int64_t evictions = 0;
-    int64_t entries = 0;
+    int64_t entries = 0;        // datasets cached now
     int64_t charged_bytes = 0;  // sum of the entries' charges
   };
   using Loader = std::function<absl::StatusOr<Dataset>()>;
@@ -90,7 +90,7 @@ class DatasetCache {
   std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);  // most recently used first
   absl::flat_hash_map<int64_t, std::list<Entry>::iterator> index_
       ABSL_GUARDED_BY(mu_);
-  Stats stats_ ABSL_GUARDED_BY(mu_);
+  Stats stats_ ABSL_GUARDED_BY(mu_);  // `entries` is lru_.size()
 };
 
 }  // namespace dpopt::server

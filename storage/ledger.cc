@@ -79,79 +79,81 @@ absl::StatusOr<LedgerEntry> Ledger::ChargeAndCreateJob(
     return absl::InvalidArgumentError("charge and job name different datasets");
   }
   if (!admit) return absl::InvalidArgumentError("admit function is empty");
-  return db_.WithConnection([&](Connection& conn)
-                                -> absl::StatusOr<LedgerEntry> {
-    // The write lock is taken before reading the existing charges, so no
-    // other connection can append between admission and charge.
-    Transaction txn(conn);
-    RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
-    ASSIGN_OR_RETURN(DatasetRecord dataset,
-                     DatasetStore::GetLocked(conn, charge.dataset));
-    if (dataset.deleted_at_micros != 0) {
-      return absl::NotFoundError(
-          absl::StrCat("dataset \"", dataset.name, "\" not found"));
-    }
-    if (dataset.is_public) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("dataset \"", dataset.name,
-                       "\" is public: it has no privacy budget to charge"));
-    }
-    ASSIGN_OR_RETURN(Costs prior, CostsLocked(conn, dataset, charge.principal));
-    RETURN_IF_ERROR(admit(dataset, prior.all));
-    // Per-analyst cap: the same filter over the principal's own charges,
-    // with the cap as budget, in the same transaction.
-    ASSIGN_OR_RETURN(
-        std::optional<GrantRecord> grant,
-        AccessStore::FindGrantLocked(conn, charge.principal, dataset.id));
-    if (grant.has_value() && grant->epsilon_cap > 0) {
-      DatasetRecord capped = dataset;
-      capped.epsilon_budget = grant->epsilon_cap;
-      absl::Status cap = admit(capped, prior.own);
-      if (!cap.ok()) {
-        return absl::Status(
-            cap.code(), absl::StrCat("over the cap of ", grant->epsilon_cap,
-                                     " epsilon that the curator set for \"",
-                                     charge.principal,
-                                     "\" on this dataset: ", cap.message()));
-      }
-    }
+  return db_.WithConnection(
+      [&](Connection& conn) -> absl::StatusOr<LedgerEntry> {
+        // The write lock is taken before reading the existing charges, so no
+        // other connection can append between admission and charge.
+        Transaction txn(conn);
+        RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
+        ASSIGN_OR_RETURN(DatasetRecord dataset,
+                         DatasetStore::GetLocked(conn, charge.dataset));
+        if (dataset.deleted_at_micros != 0) {
+          return absl::NotFoundError(
+              absl::StrCat("dataset \"", dataset.name, "\" not found"));
+        }
+        if (dataset.is_public) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("dataset \"", dataset.name,
+                           "\" is public: it has no privacy budget to charge"));
+        }
+        ASSIGN_OR_RETURN(LedgerTotals prior,
+                         CostsLocked(conn, dataset, charge.principal));
+        RETURN_IF_ERROR(admit(dataset, prior.costs));
+        // Per-analyst cap: the same filter over the principal's own charges,
+        // with the cap as budget, in the same transaction.
+        ASSIGN_OR_RETURN(
+            std::optional<GrantRecord> grant,
+            AccessStore::FindGrantLocked(conn, charge.principal, dataset.id));
+        if (grant.has_value() && grant->epsilon_cap > 0) {
+          DatasetRecord capped = dataset;
+          capped.epsilon_budget = grant->epsilon_cap;
+          absl::Status cap = admit(capped, prior.principal_costs);
+          if (!cap.ok()) {
+            return absl::Status(
+                cap.code(),
+                absl::StrCat("over the cap of ", grant->epsilon_cap,
+                             " epsilon that the curator set for \"",
+                             charge.principal,
+                             "\" on this dataset: ", cap.message()));
+          }
+        }
 
-    JobRecord stored = job;
-    RETURN_IF_ERROR(JobStore::InsertLocked(conn, dataset, stored));
+        JobRecord stored = job;
+        RETURN_IF_ERROR(JobStore::InsertLocked(conn, dataset, stored));
 
-    LedgerEntry entry;
-    entry.dataset = dataset.name;
-    entry.job_id = stored.id;
-    entry.event_json = charge.event_json;
-    entry.accountant = charge.accountant;
-    entry.cost_blob = charge.cost_blob;
-    entry.epsilon = charge.epsilon;
-    entry.delta = charge.delta;
-    entry.principal = charge.principal;
-    entry.note = charge.note;
-    entry.created_at_micros = internal::NowMicros();
-    ASSIGN_OR_RETURN(
-        Statement st,
-        conn.Prepare("INSERT INTO ledger(dataset_id, job_id, event_json, "
-                     "accountant, cost_blob, epsilon, delta, principal, "
-                     "note, created_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                     "?)"));
-    RETURN_IF_ERROR(st.BindInt64(1, dataset.id));
-    RETURN_IF_ERROR(st.BindText(2, entry.job_id));
-    RETURN_IF_ERROR(st.BindText(3, entry.event_json));
-    RETURN_IF_ERROR(st.BindText(4, entry.accountant));
-    RETURN_IF_ERROR(st.BindText(5, entry.cost_blob));
-    RETURN_IF_ERROR(st.BindDouble(6, entry.epsilon));
-    RETURN_IF_ERROR(st.BindDouble(7, entry.delta));
-    RETURN_IF_ERROR(st.BindText(8, entry.principal));
-    RETURN_IF_ERROR(st.BindText(9, entry.note));
-    RETURN_IF_ERROR(st.BindInt64(10, entry.created_at_micros));
-    RETURN_IF_ERROR(st.Run());
-    entry.seq = conn.LastInsertRowId();
-    // synchronous=FULL: durable once COMMIT returns.
-    RETURN_IF_ERROR(txn.Commit());
-    return entry;
-  });
+        LedgerEntry entry;
+        entry.dataset = dataset.name;
+        entry.job_id = stored.id;
+        entry.event_json = charge.event_json;
+        entry.accountant = charge.accountant;
+        entry.cost_blob = charge.cost_blob;
+        entry.epsilon = charge.epsilon;
+        entry.delta = charge.delta;
+        entry.principal = charge.principal;
+        entry.note = charge.note;
+        entry.created_at_micros = internal::NowMicros();
+        ASSIGN_OR_RETURN(
+            Statement st,
+            conn.Prepare("INSERT INTO ledger(dataset_id, job_id, event_json, "
+                         "accountant, cost_blob, epsilon, delta, principal, "
+                         "note, created_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                         "?)"));
+        RETURN_IF_ERROR(st.BindInt64(1, dataset.id));
+        RETURN_IF_ERROR(st.BindText(2, entry.job_id));
+        RETURN_IF_ERROR(st.BindText(3, entry.event_json));
+        RETURN_IF_ERROR(st.BindText(4, entry.accountant));
+        RETURN_IF_ERROR(st.BindText(5, entry.cost_blob));
+        RETURN_IF_ERROR(st.BindDouble(6, entry.epsilon));
+        RETURN_IF_ERROR(st.BindDouble(7, entry.delta));
+        RETURN_IF_ERROR(st.BindText(8, entry.principal));
+        RETURN_IF_ERROR(st.BindText(9, entry.note));
+        RETURN_IF_ERROR(st.BindInt64(10, entry.created_at_micros));
+        RETURN_IF_ERROR(st.Run());
+        entry.seq = conn.LastInsertRowId();
+        // synchronous=FULL: durable once COMMIT returns.
+        RETURN_IF_ERROR(txn.Commit());
+        return entry;
+      });
 }
 
 absl::StatusOr<std::vector<LedgerEntry>> Ledger::List(
@@ -211,18 +213,18 @@ absl::StatusOr<Ledger::DatasetFold> Ledger::FoldLocked(
   return fold;
 }
 
-absl::StatusOr<Ledger::Costs> Ledger::CostsLocked(Connection& conn,
-                                                  const DatasetRecord& dataset,
-                                                  absl::string_view principal) {
-  Costs out;
+absl::StatusOr<LedgerTotals> Ledger::CostsLocked(Connection& conn,
+                                                 const DatasetRecord& dataset,
+                                                 absl::string_view principal) {
+  LedgerTotals out;
   if (folder_) {
     ASSIGN_OR_RETURN(DatasetFold fold, FoldLocked(conn, dataset));
     out.charges = fold.all.charges;
-    if (!fold.all.cost.empty()) out.all.push_back(fold.all.cost);
+    if (!fold.all.cost.empty()) out.costs.push_back(fold.all.cost);
     auto it = fold.by_principal.find(principal);
     if (!principal.empty() && it != fold.by_principal.end()) {
-      out.own_charges = it->second.charges;
-      out.own.push_back(it->second.cost);
+      out.principal_charges = it->second.charges;
+      out.principal_costs.push_back(it->second.cost);
     }
     return out;
   }
@@ -231,30 +233,28 @@ absl::StatusOr<Ledger::Costs> Ledger::CostsLocked(Connection& conn,
   out.charges = static_cast<int64_t>(entries.size());
   for (LedgerEntry& e : entries) {
     if (!principal.empty() && e.principal == principal) {
-      ++out.own_charges;
-      out.own.push_back(e.cost_blob);
+      ++out.principal_charges;
+      out.principal_costs.push_back(e.cost_blob);
     }
-    out.all.push_back(std::move(e.cost_blob));
+    out.costs.push_back(std::move(e.cost_blob));
   }
   return out;
 }
 
 absl::StatusOr<LedgerTotals> Ledger::Totals(absl::string_view dataset,
                                             absl::string_view principal) {
-  return db_.WithConnection([&](Connection& conn)
-                                -> absl::StatusOr<LedgerTotals> {
-    Transaction txn(conn);
-    RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kDeferred));
-    LedgerTotals totals;
-    ASSIGN_OR_RETURN(totals.dataset, DatasetStore::GetLocked(conn, dataset));
-    ASSIGN_OR_RETURN(Costs costs, CostsLocked(conn, totals.dataset, principal));
-    RETURN_IF_ERROR(txn.Commit());
-    totals.charges = costs.charges;
-    totals.costs = std::move(costs.all);
-    totals.principal_charges = costs.own_charges;
-    totals.principal_costs = std::move(costs.own);
-    return totals;
-  });
+  return db_.WithConnection(
+      [&](Connection& conn) -> absl::StatusOr<LedgerTotals> {
+        Transaction txn(conn);
+        RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kDeferred));
+        ASSIGN_OR_RETURN(DatasetRecord record,
+                         DatasetStore::GetLocked(conn, dataset));
+        ASSIGN_OR_RETURN(LedgerTotals totals,
+                         CostsLocked(conn, record, principal));
+        RETURN_IF_ERROR(txn.Commit());
+        totals.dataset = std::move(record);
+        return totals;
+      });
 }
 
 absl::StatusOr<int64_t> Ledger::LastSeqLocked(Connection& conn) {

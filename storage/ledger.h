@@ -159,14 +159,6 @@ class Ledger {
     absl::flat_hash_map<std::string, Folded> by_principal;
   };
 
-  // The costs an admission or a display needs: every blob, or the fold.
-  struct Costs {
-    int64_t charges = 0;
-    std::vector<std::string> all;
-    int64_t own_charges = 0;
-    std::vector<std::string> own;  // `principal`'s
-  };
-
   // The charges of `dataset` with seq > after_seq, in seq order; DATA_LOSS
   // for a corrupt row.
   static absl::StatusOr<std::vector<LedgerEntry>> ListLocked(
@@ -175,9 +167,11 @@ class Ledger {
   // The fold of every charge of `dataset` visible in `conn`'s transaction.
   absl::StatusOr<DatasetFold> FoldLocked(Connection& conn,
                                          const DatasetRecord& dataset);
-  absl::StatusOr<Costs> CostsLocked(Connection& conn,
-                                    const DatasetRecord& dataset,
-                                    absl::string_view principal);
+  // Totals of `dataset` (every blob, or the fold) without its `dataset`
+  // field, which the caller already holds.
+  absl::StatusOr<LedgerTotals> CostsLocked(Connection& conn,
+                                           const DatasetRecord& dataset,
+                                           absl::string_view principal);
 
   Database& db_;
   CostFolder folder_;
