@@ -213,9 +213,10 @@ absl::StatusOr<v1::DatasetInfo> DatasetManager::Info(
   return d;
 }
 
-absl::StatusOr<v1::DatasetInfo> DatasetManager::Import(
-    const v1::ImportHeader& header, const std::string& file_bytes,
-    const std::string& principal) {
+namespace {
+
+absl::StatusOr<storage::ImportOptions> ValidImportOptions(
+    const v1::ImportHeader& header) {
   ASSIGN_OR_RETURN(storage::ImportOptions options, ToImportOptions(header));
   RETURN_IF_ERROR(options.Validate());
   if (!options.is_public) {
@@ -228,20 +229,92 @@ absl::StatusOr<v1::DatasetInfo> DatasetManager::Import(
                    : privacy::FilterKind::kRdp;
     RETURN_IF_ERROR(c.Validate());
   }
-  if (header.has_max_affine()) {
+  return options;
+}
+
+}  // namespace
+
+class DatasetManager::StreamedImport : public PendingImport {
+ public:
+  StreamedImport(DatasetManager& manager,
+                 std::unique_ptr<storage::StagedImport> staged)
+      : manager_(manager), staged_(std::move(staged)) {}
+  absl::Status Write(absl::string_view chunk) override {
+    return staged_->Write(chunk);
+  }
+  absl::StatusOr<v1::DatasetInfo> Finish() override {
+    ASSIGN_OR_RETURN(storage::DatasetRecord r, staged_->Commit());
+    return manager_.Info(r);
+  }
+
+ private:
+  DatasetManager& manager_;
+  std::unique_ptr<storage::StagedImport> staged_;
+};
+
+class DatasetManager::BufferedImport : public PendingImport {
+ public:
+  BufferedImport(DatasetManager& manager, storage::ImportOptions options,
+                 v1::MaxAffineProblem max_affine)
+      : manager_(manager),
+        options_(std::move(options)),
+        max_affine_(std::move(max_affine)) {}
+  absl::Status Write(absl::string_view chunk) override {
+    if (bytes_.size() + chunk.size() > kMaxBufferedImportBytes) {
+      bytes_.clear();
+      bytes_.shrink_to_fit();
+      return absl::ResourceExhaustedError(
+          absl::StrCat("max-affine problem files are limited to ",
+                       kMaxBufferedImportBytes >> 20, " MiB"));
+    }
+    bytes_.append(chunk.data(), chunk.size());
+    return absl::OkStatus();
+  }
+  absl::StatusOr<v1::DatasetInfo> Finish() override {
     // Seed 001: describe the problem from the parsed slopes (public), then
     // store rows and description in one transaction.
     ASSIGN_OR_RETURN(storage::ParsedRows rows,
-                     storage::ParseDatasetFile(options, file_bytes));
-    ASSIGN_OR_RETURN(options.problem_json,
-                     DescribeMaxAffine(header.max_affine(), rows));
+                     storage::ParseDatasetFile(options_, bytes_));
+    bytes_.clear();
+    bytes_.shrink_to_fit();
+    ASSIGN_OR_RETURN(options_.problem_json,
+                     DescribeMaxAffine(max_affine_, rows));
     ASSIGN_OR_RETURN(storage::DatasetRecord r,
-                     db_->datasets().ImportParsed(options, rows));
-    return Info(r);
+                     manager_.db_->datasets().ImportParsed(options_, rows));
+    return manager_.Info(r);
   }
-  ASSIGN_OR_RETURN(storage::DatasetRecord r,
-                   db_->datasets().Import(options, file_bytes));
-  return Info(r);
+
+ private:
+  DatasetManager& manager_;
+  storage::ImportOptions options_;
+  const v1::MaxAffineProblem max_affine_;
+  std::string bytes_;
+};
+
+absl::StatusOr<std::unique_ptr<DatasetManager::PendingImport>>
+DatasetManager::BeginImport(const v1::ImportHeader& header) {
+  ASSIGN_OR_RETURN(storage::ImportOptions options, ValidImportOptions(header));
+  if (header.has_max_affine()) {
+    // Refuse a taken name before the upload (ImportParsed checks again).
+    absl::StatusOr<storage::DatasetRecord> existing =
+        db_->datasets().Get(options.name);
+    if (existing.ok()) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "a dataset named \"", options.name, "\" already exists"));
+    }
+    return std::make_unique<BufferedImport>(*this, std::move(options),
+                                            header.max_affine());
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<storage::StagedImport> staged,
+                   db_->datasets().BeginImport(options));
+  return std::make_unique<StreamedImport>(*this, std::move(staged));
+}
+
+absl::StatusOr<v1::DatasetInfo> DatasetManager::Import(
+    const v1::ImportHeader& header, absl::string_view file_bytes) {
+  ASSIGN_OR_RETURN(std::unique_ptr<PendingImport> import, BeginImport(header));
+  RETURN_IF_ERROR(import->Write(file_bytes));
+  return import->Finish();
 }
 
 absl::StatusOr<v1::ListDatasetsResponse> DatasetManager::List() {

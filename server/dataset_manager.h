@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/optim/algorithm.h"
 #include "core/privacy/privacy_filter.h"
 #include "dpopt/v1/dpopt.pb.h"
@@ -22,11 +23,29 @@ class DatasetManager {
   static absl::StatusOr<std::unique_ptr<DatasetManager>> Create(
       storage::Database* db);
 
-  // Validates the header and imports the file in one transaction.
-  // INVALID_ARGUMENT for bad headers/files, ALREADY_EXISTS for a taken name.
+  // An import receiving the file chunk by chunk (ImportDataset). Ordinary
+  // datasets stream into storage (storage::StagedImport: memory bounded by
+  // one block, nothing visible until Finish, everything removed on error or
+  // destruction). Seed 001's max-affine problems are described from all
+  // their rows before storing, so they are buffered, up to
+  // kMaxBufferedImportBytes.
+  class PendingImport {
+   public:
+    virtual ~PendingImport() = default;
+    // INVALID_ARGUMENT naming the line; RESOURCE_EXHAUSTED past the buffer
+    // limit. After an error the import is discarded.
+    virtual absl::Status Write(absl::string_view chunk) = 0;
+    virtual absl::StatusOr<v1::DatasetInfo> Finish() = 0;
+  };
+  static constexpr size_t kMaxBufferedImportBytes = size_t{256} << 20;
+
+  // Validates the header and reserves the name. INVALID_ARGUMENT for bad
+  // headers, ALREADY_EXISTS for a taken name.
+  absl::StatusOr<std::unique_ptr<PendingImport>> BeginImport(
+      const v1::ImportHeader& header);
+  // The whole file at once (BeginImport, one Write, Finish).
   absl::StatusOr<v1::DatasetInfo> Import(const v1::ImportHeader& header,
-                                         const std::string& file_bytes,
-                                         const std::string& principal);
+                                         absl::string_view file_bytes);
   absl::StatusOr<v1::ListDatasetsResponse> List();
   // NOT_FOUND for unknown names.
   absl::StatusOr<v1::DatasetInfo> Get(const std::string& name);
@@ -59,6 +78,8 @@ class DatasetManager {
       const std::vector<std::string>& costs);
 
  private:
+  class StreamedImport;
+  class BufferedImport;
   explicit DatasetManager(storage::Database* db) : db_(db) {}
   absl::StatusOr<v1::DatasetInfo> Info(const storage::DatasetRecord& record);
 

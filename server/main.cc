@@ -298,6 +298,12 @@ int main(int argc, char** argv) {
               << o.LedgerMarkFile() << " at charge #" << mark.ledger_seq
               << std::endl;
   }
+  if ((*server)->discarded_imports() > 0) {
+    std::cerr << "dpopt-server: removed " << (*server)->discarded_imports()
+              << " dataset import(s) interrupted by a previous stop (never "
+                 "visible; nothing was charged)"
+              << std::endl;
+  }
   if ((*server)->bootstrapped()) {
     std::cerr << "dpopt-server: created the curator principal \"curator\"; "
                  "its token is in "

@@ -97,6 +97,9 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   ASSIGN_OR_RETURN(s->db_,
                    storage::Database::Open(options.db_path, db_options));
   s->mark_check_ = s->db_->ledger_mark_check();
+  // Imports a crash interrupted were never visible: remove their rows.
+  ASSIGN_OR_RETURN(s->discarded_imports_,
+                   s->db_->datasets().DiscardStagedImports());
   s->hub_ = std::make_unique<TraceHub>();
   ASSIGN_OR_RETURN(s->datasets_, DatasetManager::Create(s->db_.get()));
   JobManager::Options jo;

@@ -89,7 +89,8 @@ class DpoptServer {
   // server or a restore holds it), opens (and migrates) the database, checks
   // its ledger against the high-water mark (FAILED_PRECONDITION if behind,
   // unless allow_ledger_rollback), marks jobs interrupted by a previous
-  // crash as FAILED (they stay charged), and starts listening.
+  // crash as FAILED (they stay charged), removes the staged rows of imports
+  // a crash interrupted, and starts listening.
   static absl::StatusOr<std::unique_ptr<DpoptServer>> Start(
       const ServerOptions& options);
   ~DpoptServer();
@@ -99,6 +100,8 @@ class DpoptServer {
   int console_port() const;
   // Whether this start created the bootstrap curator and wrote its token.
   bool bootstrapped() const { return bootstrapped_; }
+  // Imports interrupted by a previous crash and removed by this start.
+  int64_t discarded_imports() const { return discarded_imports_; }
   // What the start found when it compared the ledger with its mark.
   const storage::LedgerMarkCheck& ledger_mark_check() const {
     return mark_check_;
@@ -125,6 +128,7 @@ class DpoptServer {
   std::unique_ptr<AdminServiceImpl> admin_service_;
   std::unique_ptr<Authenticator> auth_;
   bool bootstrapped_ = false;
+  int64_t discarded_imports_ = 0;
   storage::LedgerMarkCheck mark_check_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<console::Console> console_;

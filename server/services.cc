@@ -12,9 +12,6 @@
 namespace dpopt::server {
 namespace {
 
-// Largest dataset file accepted by ImportDataset.
-constexpr size_t kMaxImportBytes = size_t{2} << 30;
-
 template <typename T>
 absl::Status Assign(absl::StatusOr<T> result, T* response) {
   if (!result.ok()) return result.status();
@@ -171,24 +168,24 @@ grpc::Status DatasetServiceImpl::ImportDataset(
   }
   const v1::ImportHeader header = req.header();
   call.dataset(header.name());
-  std::string bytes;
+  // Chunks are parsed and stored as they arrive (memory bounded by one
+  // block); the pending import is discarded on any return before Finish.
+  absl::StatusOr<std::unique_ptr<DatasetManager::PendingImport>> import =
+      datasets_->BeginImport(header);
+  if (!import.ok()) return call.Done(import.status());
   while (reader->Read(&req)) {
     if (req.has_header()) {
       return call.Done(absl::InvalidArgumentError(
           "only the first message may carry a header"));
     }
-    if (bytes.size() + req.chunk().size() > kMaxImportBytes) {
-      return call.Done(
-          absl::ResourceExhaustedError("dataset file larger than 2 GiB"));
-    }
-    bytes += req.chunk();
+    absl::Status written = (*import)->Write(req.chunk());
+    if (!written.ok()) return call.Done(written);
   }
   if (ctx->IsCancelled()) {
     return call.Done(
         absl::CancelledError("import cancelled; nothing imported"));
   }
-  return call.Done(
-      Assign(datasets_->Import(header, bytes, call.caller().name), response));
+  return call.Done(Assign((*import)->Finish(), response));
 }
 
 grpc::Status DatasetServiceImpl::ListDatasets(

@@ -92,6 +92,7 @@ class Database {
 
  private:
   friend class DatasetStore;
+  friend class StagedImport;
   friend class Ledger;
   friend class JobStore;
   friend class AccessStore;

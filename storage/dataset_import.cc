@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <utility>
 
+#include "absl/memory/memory.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -162,32 +164,6 @@ class BoundsChecker {
   std::vector<int32_t> zero_excluded_;
 };
 
-// Calls fn(line_number, line) for each non-blank line (trailing '\r'
-// stripped). Stops at the first error.
-template <typename Fn>
-absl::Status ForEachLine(absl::string_view bytes, Fn fn) {
-  int64_t line_no = 0;
-  size_t pos = 0;
-  while (pos < bytes.size()) {
-    size_t end = bytes.find('\n', pos);
-    if (end == absl::string_view::npos) end = bytes.size();
-    absl::string_view line = bytes.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    bool blank = true;
-    for (char c : line) {
-      if (!IsBlank(c)) {
-        blank = false;
-        break;
-      }
-    }
-    if (blank) continue;
-    RETURN_IF_ERROR(fn(line_no, line));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status CheckNoNul(absl::string_view bytes) {
   if (bytes.find('\0') != absl::string_view::npos) {
     return absl::InvalidArgumentError("file contains NUL bytes (binary data?)");
@@ -195,25 +171,45 @@ absl::Status CheckNoNul(absl::string_view bytes) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ParsedRows> ParseLibsvm(const ImportOptions& options,
-                                       absl::string_view bytes) {
-  ParsedRows out;
-  out.sparse = true;
-  out.dimension = options.dimension;
-  out.row_offsets.push_back(0);
-  LabelChecker labels(options);
-  BoundsChecker bounds(options.bounds, /*sparse=*/true);
-  std::vector<absl::string_view> tokens;
-  RETURN_IF_ERROR(ForEachLine(bytes, [&](int64_t line_no,
-                                         absl::string_view line) {
-    SplitWhitespace(line, &tokens);
+bool IsBlankLine(absl::string_view line) {
+  for (char c : line) {
+    if (!IsBlank(c)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// Parses one non-blank line at a time into a block (the format-specific
+// half of DatasetParser).
+class DatasetParser::RowParser {
+ public:
+  explicit RowParser(const ImportOptions& options)
+      : options_(options),
+        labels_(options_),
+        bounds_(options_.bounds, options_.format == DatasetFormat::kLibsvm),
+        header_pending_(options_.format == DatasetFormat::kCsv &&
+                        options_.csv_has_header) {}
+
+  // Appends the row on `line` to `block` (or reads the CSV header).
+  absl::Status Parse(int64_t line_no, absl::string_view line,
+                     ParsedRows& block, std::vector<std::string>& header) {
+    return options_.format == DatasetFormat::kLibsvm
+               ? ParseLibsvm(line_no, line, block)
+               : ParseCsv(line_no, line, block, header);
+  }
+
+ private:
+  absl::Status ParseLibsvm(int64_t line_no, absl::string_view line,
+                           ParsedRows& out) {
+    SplitWhitespace(line, &tokens_);
     double label = 0;
-    RETURN_IF_ERROR(labels.Check(line_no, tokens[0], &label));
+    RETURN_IF_ERROR(labels_.Check(line_no, tokens_[0], &label));
     const size_t row_start = out.indices.size();
     int64_t prev = 0;
     double sq = 0;
-    for (size_t t = 1; t < tokens.size(); ++t) {
-      const absl::string_view tok = tokens[t];
+    for (size_t t = 1; t < tokens_.size(); ++t) {
+      const absl::string_view tok = tokens_[t];
       const size_t colon = tok.find(':');
       if (colon == absl::string_view::npos) {
         return LineError(line_no, absl::StrCat("token ", t + 1,
@@ -231,10 +227,10 @@ absl::StatusOr<ParsedRows> ParseLibsvm(const ImportOptions& options,
                          absl::StrCat("feature index ", index,
                                       " is below 1 (indices are 1-based)"));
       }
-      if (index > options.dimension) {
+      if (index > options_.dimension) {
         return LineError(
             line_no, absl::StrCat("feature index ", index,
-                                  " exceeds dimension ", options.dimension));
+                                  " exceeds dimension ", options_.dimension));
       }
       if (index <= prev) {
         return LineError(line_no,
@@ -253,80 +249,195 @@ absl::StatusOr<ParsedRows> ParseLibsvm(const ImportOptions& options,
                 ? absl::StrCat("value of feature ", index, " is NaN or Inf")
                 : absl::StrCat("value of feature ", index, " is not a number"));
       }
-      RETURN_IF_ERROR(bounds.CheckValue(line_no, index - 1, v));
+      RETURN_IF_ERROR(bounds_.CheckValue(line_no, index - 1, v));
       sq += v * v;
       out.indices.push_back(static_cast<int32_t>(index - 1));
       out.values.push_back(v);
     }
-    RETURN_IF_ERROR(bounds.CheckAbsent(line_no, out.indices.data() + row_start,
-                                       out.indices.size() - row_start));
-    RETURN_IF_ERROR(bounds.CheckNorm(line_no, sq));
+    RETURN_IF_ERROR(bounds_.CheckAbsent(line_no,
+                                        out.indices.data() + row_start,
+                                        out.indices.size() - row_start));
+    RETURN_IF_ERROR(bounds_.CheckNorm(line_no, sq));
     out.labels.push_back(label);
     out.row_offsets.push_back(static_cast<int64_t>(out.indices.size()));
+    ++out.rows;
     return absl::OkStatus();
-  }));
-  out.rows = static_cast<int64_t>(out.labels.size());
-  return out;
-}
+  }
 
-absl::StatusOr<ParsedRows> ParseCsv(const ImportOptions& options,
-                                    absl::string_view bytes) {
-  ParsedRows out;
-  out.sparse = false;
-  out.dimension = options.dimension;
-  const int64_t columns = options.dimension + 1;
-  const int64_t label_col =
-      options.csv_label_column < 0 ? columns - 1 : options.csv_label_column;
-  LabelChecker labels(options);
-  BoundsChecker bounds(options.bounds, /*sparse=*/false);
-  std::vector<absl::string_view> fields;
-  bool header_pending = options.csv_has_header;
-  RETURN_IF_ERROR(ForEachLine(bytes, [&](int64_t line_no,
-                                         absl::string_view line) {
-    if (options.csv_delimiter == CsvDelimiter::kComma) {
-      SplitComma(line, &fields);
+  absl::Status ParseCsv(int64_t line_no, absl::string_view line,
+                        ParsedRows& out, std::vector<std::string>& header) {
+    const int64_t columns = options_.dimension + 1;
+    const int64_t label_col = options_.csv_label_column < 0
+                                  ? columns - 1
+                                  : options_.csv_label_column;
+    if (options_.csv_delimiter == CsvDelimiter::kComma) {
+      SplitComma(line, &tokens_);
     } else {
-      SplitWhitespace(line, &fields);
+      SplitWhitespace(line, &tokens_);
     }
-    if (static_cast<int64_t>(fields.size()) != columns) {
+    if (static_cast<int64_t>(tokens_.size()) != columns) {
       return LineError(
           line_no, absl::StrCat("expected ", columns, " columns (dimension ",
-                                options.dimension, " + 1 label), found ",
-                                fields.size()));
+                                options_.dimension, " + 1 label), found ",
+                                tokens_.size()));
     }
-    if (header_pending) {
-      header_pending = false;
+    if (header_pending_) {
+      header_pending_ = false;
       for (int64_t c = 0; c < columns; ++c) {
-        if (c != label_col) out.header_names.emplace_back(fields[c]);
+        if (c == label_col) continue;
+        if (tokens_[c].size() > ImportOptions::kMaxFeatureNameBytes) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("CSV header: feature names are limited to ",
+                           ImportOptions::kMaxFeatureNameBytes, " bytes"));
+        }
+        header.emplace_back(tokens_[c]);
       }
       return absl::OkStatus();
     }
     double label = 0;
-    RETURN_IF_ERROR(labels.Check(line_no, fields[label_col], &label));
+    RETURN_IF_ERROR(labels_.Check(line_no, tokens_[label_col], &label));
     double sq = 0;
     int64_t feature = 0;
     for (int64_t c = 0; c < columns; ++c) {
       if (c == label_col) continue;
       double v = 0;
       bool non_finite = false;
-      if (!ParseNumber(fields[c], &v, &non_finite)) {
+      if (!ParseNumber(tokens_[c], &v, &non_finite)) {
         return LineError(
             line_no, non_finite
                          ? absl::StrCat("column ", c + 1, " is NaN or Inf")
                          : absl::StrCat("column ", c + 1, " is not a number"));
       }
-      RETURN_IF_ERROR(bounds.CheckValue(line_no, feature, v));
+      RETURN_IF_ERROR(bounds_.CheckValue(line_no, feature, v));
       sq += v * v;
       out.values.push_back(v);
       ++feature;
     }
-    RETURN_IF_ERROR(bounds.CheckNorm(line_no, sq));
+    RETURN_IF_ERROR(bounds_.CheckNorm(line_no, sq));
     out.labels.push_back(label);
+    ++out.rows;
     return absl::OkStatus();
-  }));
-  out.rows = static_cast<int64_t>(out.labels.size());
-  return out;
+  }
+
+  const ImportOptions options_;
+  LabelChecker labels_;
+  BoundsChecker bounds_;
+  bool header_pending_;
+  std::vector<absl::string_view> tokens_;
+};
+
+DatasetParser::DatasetParser(const ImportOptions& options, BlockLimits limits,
+                             BlockSink sink)
+    : limits_(limits),
+      sink_(std::move(sink)),
+      rows_(std::make_unique<RowParser>(options)),
+      sparse_(options.format == DatasetFormat::kLibsvm),
+      dimension_(options.dimension) {
+  ResetBlock();
 }
+
+DatasetParser::~DatasetParser() = default;
+
+absl::StatusOr<std::unique_ptr<DatasetParser>> DatasetParser::Create(
+    const ImportOptions& options, BlockLimits limits, BlockSink sink) {
+  RETURN_IF_ERROR(options.Validate());
+  if (limits.max_rows < 1 || limits.max_values < 1 ||
+      limits.max_line_bytes < 1) {
+    return absl::InvalidArgumentError("block limits must be positive");
+  }
+  return absl::WrapUnique(new DatasetParser(options, limits, std::move(sink)));
+}
+
+void DatasetParser::ResetBlock() {
+  block_ = ParsedRows();
+  block_.sparse = sparse_;
+  block_.dimension = dimension_;
+  if (sparse_) block_.row_offsets.push_back(0);
+}
+
+absl::Status DatasetParser::Fail(absl::Status s) {
+  status_ = s;
+  return s;
+}
+
+absl::Status DatasetParser::Line(absl::string_view line) {
+  ++line_no_;
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (IsBlankLine(line)) return absl::OkStatus();
+  const int64_t before = block_.rows;
+  RETURN_IF_ERROR(rows_->Parse(line_no_, line, block_, header_names_));
+  if (block_.rows == before) return absl::OkStatus();  // the CSV header
+  if (rows_total_ + block_.rows > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError("file has too many rows");
+  }
+  if (block_.rows >= limits_.max_rows ||
+      static_cast<int64_t>(block_.values.size()) >= limits_.max_values) {
+    return Flush();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DatasetParser::Flush() {
+  if (block_.rows == 0) return absl::OkStatus();
+  rows_total_ += block_.rows;
+  nonzeros_total_ += block_.nonzeros();
+  RETURN_IF_ERROR(sink_(block_));
+  ResetBlock();
+  return absl::OkStatus();
+}
+
+absl::Status DatasetParser::Feed(absl::string_view bytes) {
+  RETURN_IF_ERROR(status_);
+  if (finished_) return Fail(absl::FailedPreconditionError("parser finished"));
+  absl::Status nul = CheckNoNul(bytes);
+  if (!nul.ok()) return Fail(nul);
+  size_t pos = 0;
+  if (!carry_.empty()) {
+    const size_t nl = bytes.find('\n');
+    const size_t take = nl == absl::string_view::npos ? bytes.size() : nl;
+    if (carry_.size() + take > static_cast<size_t>(limits_.max_line_bytes)) {
+      return Fail(LineError(line_no_ + 1, "line is too long"));
+    }
+    carry_.append(bytes.data(), take);
+    if (nl == absl::string_view::npos) return absl::OkStatus();
+    absl::Status s = Line(carry_);
+    if (!s.ok()) return Fail(s);
+    carry_.clear();
+    pos = nl + 1;
+  }
+  for (;;) {
+    const size_t nl = bytes.find('\n', pos);
+    if (nl == absl::string_view::npos) break;
+    absl::Status s = Line(bytes.substr(pos, nl - pos));
+    if (!s.ok()) return Fail(s);
+    pos = nl + 1;
+  }
+  if (bytes.size() - pos > static_cast<size_t>(limits_.max_line_bytes)) {
+    return Fail(LineError(line_no_ + 1, "line is too long"));
+  }
+  carry_.assign(bytes.data() + pos, bytes.size() - pos);
+  return absl::OkStatus();
+}
+
+absl::Status DatasetParser::Finish() {
+  RETURN_IF_ERROR(status_);
+  if (finished_) return Fail(absl::FailedPreconditionError("parser finished"));
+  finished_ = true;
+  if (!carry_.empty()) {
+    absl::Status s = Line(carry_);
+    if (!s.ok()) return Fail(s);
+    carry_.clear();
+    carry_.shrink_to_fit();
+  }
+  absl::Status s = Flush();
+  if (!s.ok()) return Fail(s);
+  if (rows_total_ == 0) {
+    return Fail(absl::InvalidArgumentError("file has no data rows"));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
 
 bool IsFiniteVector(const std::vector<double>& v) {
   for (double x : v) {
@@ -507,29 +618,21 @@ absl::Status ImportOptions::Validate() const {
 
 absl::StatusOr<ParsedRows> ParseDatasetFile(const ImportOptions& options,
                                             absl::string_view file_bytes) {
-  RETURN_IF_ERROR(options.Validate());
-  RETURN_IF_ERROR(CheckNoNul(file_bytes));
+  // One block holding every row: the streaming parser with no block limits.
   ParsedRows rows;
-  if (options.format == DatasetFormat::kLibsvm) {
-    ASSIGN_OR_RETURN(rows, ParseLibsvm(options, file_bytes));
-  } else {
-    ASSIGN_OR_RETURN(rows, ParseCsv(options, file_bytes));
-    if (!rows.header_names.empty()) {
-      for (const std::string& n : rows.header_names) {
-        if (n.size() > ImportOptions::kMaxFeatureNameBytes) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("CSV header: feature names are limited to ",
-                           ImportOptions::kMaxFeatureNameBytes, " bytes"));
-        }
-      }
-    }
-  }
-  if (rows.rows == 0) {
-    return absl::InvalidArgumentError("file has no data rows");
-  }
-  if (rows.rows > std::numeric_limits<int32_t>::max()) {
-    return absl::InvalidArgumentError("file has too many rows");
-  }
+  DatasetParser::BlockLimits unlimited;
+  unlimited.max_rows = std::numeric_limits<int64_t>::max();
+  unlimited.max_values = std::numeric_limits<int64_t>::max();
+  unlimited.max_line_bytes = std::numeric_limits<int64_t>::max();
+  ASSIGN_OR_RETURN(std::unique_ptr<DatasetParser> parser,
+                   DatasetParser::Create(options, unlimited,
+                                         [&rows](ParsedRows& block) {
+                                           rows = std::move(block);
+                                           return absl::OkStatus();
+                                         }));
+  RETURN_IF_ERROR(parser->Feed(file_bytes));
+  RETURN_IF_ERROR(parser->Finish());
+  rows.header_names = parser->header_names();
   return rows;
 }
 

@@ -1,7 +1,7 @@
 // Parsing and validation of curator-supplied dataset files (LIBSVM, CSV).
 //
-// Everything here is pure (no SQL): DatasetStore::Import calls
-// ParseDatasetFile and stores the result in one transaction.
+// Everything here is pure (no SQL): DatasetStore's imports feed the file to a
+// DatasetParser and store the blocks it produces.
 //
 // Error messages are addressed to the curator who owns the file: they may
 // name line numbers, column numbers and feature indices, but never echo a
@@ -10,6 +10,8 @@
 #define DPOPT_STORAGE_DATASET_IMPORT_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -140,6 +142,77 @@ struct ParsedRows {
   int64_t nonzeros() const {
     return sparse ? static_cast<int64_t>(values.size()) : rows * dimension;
   }
+};
+
+// Streaming parser (issue 10): bytes arrive in chunks of any size (a line may
+// span chunks) and rows leave in blocks, so memory is bounded by one block
+// plus one line, whatever the file size. Validation is exactly that of
+// ParseDatasetFile (which is this parser fed the whole file at once), with
+// errors reported as soon as the offending line is complete.
+//
+//   ASSIGN_OR_RETURN(auto parser, DatasetParser::Create(options, {}, sink));
+//   for (chunk : file) RETURN_IF_ERROR(parser->Feed(chunk));
+//   RETURN_IF_ERROR(parser->Finish());
+//
+// After the first error every call returns that error. Not thread-safe.
+class DatasetParser {
+ public:
+  struct BlockLimits {
+    // A block is handed to the sink as soon as it holds max_rows rows or
+    // max_values stored values (whichever comes first); the last block may
+    // be smaller.
+    int64_t max_rows = 4096;
+    int64_t max_values = int64_t{1} << 22;  // 32 MiB of doubles
+    // Longest accepted line (INVALID_ARGUMENT "line is too long" beyond).
+    int64_t max_line_bytes = int64_t{256} << 20;
+  };
+  // Receives each block (row_offsets relative to the block; labels already
+  // normalized). It may move from the block. An error stops the parse.
+  using BlockSink = std::function<absl::Status(ParsedRows& block)>;
+
+  // INVALID_ARGUMENT for invalid options or non-positive limits.
+  static absl::StatusOr<std::unique_ptr<DatasetParser>> Create(
+      const ImportOptions& options, BlockLimits limits, BlockSink sink);
+  ~DatasetParser();
+  DatasetParser(const DatasetParser&) = delete;
+  DatasetParser& operator=(const DatasetParser&) = delete;
+
+  // Parses every line completed by `bytes`; keeps a trailing partial line.
+  absl::Status Feed(absl::string_view bytes);
+  // Parses the last line (a file need not end in a newline), hands over the
+  // last block; INVALID_ARGUMENT "file has no data rows" if there were none.
+  absl::Status Finish();
+
+  // Rows and stored values handed to the sink so far.
+  int64_t rows() const { return rows_total_; }
+  int64_t nonzeros() const { return nonzeros_total_; }
+  // Feature names from a CSV header line (empty otherwise).
+  const std::vector<std::string>& header_names() const {
+    return header_names_;
+  }
+
+ private:
+  class RowParser;
+  DatasetParser(const ImportOptions& options, BlockLimits limits,
+                BlockSink sink);
+  absl::Status Line(absl::string_view line);
+  absl::Status Flush();
+  absl::Status Fail(absl::Status s);
+  void ResetBlock();
+
+  const BlockLimits limits_;
+  BlockSink sink_;
+  std::unique_ptr<RowParser> rows_;
+  const bool sparse_;
+  const int64_t dimension_;
+  ParsedRows block_;
+  std::string carry_;  // the current line's bytes from earlier chunks
+  int64_t line_no_ = 0;
+  int64_t rows_total_ = 0;
+  int64_t nonzeros_total_ = 0;
+  std::vector<std::string> header_names_;
+  absl::Status status_;
+  bool finished_ = false;
 };
 
 // Parses and validates `file_bytes` per `options` (which must be valid; the

@@ -85,48 +85,151 @@ absl::StatusOr<DatasetRecord> ReadRecord(Connection& conn, Statement& st) {
   return r;
 }
 
+constexpr char kInsertBlock[] =
+    "INSERT INTO dataset_blocks(dataset_id, block, first_row, num_rows, "
+    "nonzeros, labels, row_offsets, col_indices, vals) VALUES(?, ?, ?, ?, ?, "
+    "?, ?, ?, ?)";
+
+// Stores rows [first, first + n) of `rows` as block `block` of dataset
+// `dataset_id`, whose first row is row `stored_first_row` of the dataset.
+absl::Status InsertRowRange(Statement& insert, int64_t dataset_id,
+                            int64_t block, int64_t stored_first_row,
+                            const ParsedRows& rows, int64_t first, int64_t n,
+                            std::vector<int64_t>& offsets) {
+  RETURN_IF_ERROR(insert.Reset());
+  RETURN_IF_ERROR(insert.BindInt64(1, dataset_id));
+  RETURN_IF_ERROR(insert.BindInt64(2, block));
+  RETURN_IF_ERROR(insert.BindInt64(3, stored_first_row));
+  RETURN_IF_ERROR(insert.BindInt64(4, n));
+  RETURN_IF_ERROR(insert.BindBlob(6, AsBytes(rows.labels.data() + first, n)));
+  if (rows.sparse) {
+    const int64_t begin = rows.row_offsets[first];
+    const int64_t end = rows.row_offsets[first + n];
+    offsets.resize(n + 1);
+    for (int64_t i = 0; i <= n; ++i) {
+      offsets[i] = rows.row_offsets[first + i] - begin;
+    }
+    RETURN_IF_ERROR(insert.BindInt64(5, end - begin));
+    RETURN_IF_ERROR(insert.BindBlob(7, PackVector(offsets)));
+    RETURN_IF_ERROR(
+        insert.BindBlob(8, AsBytes(rows.indices.data() + begin, end - begin)));
+    RETURN_IF_ERROR(
+        insert.BindBlob(9, AsBytes(rows.values.data() + begin, end - begin)));
+  } else {
+    const int64_t d = rows.dimension;
+    RETURN_IF_ERROR(insert.BindInt64(5, n * d));
+    RETURN_IF_ERROR(insert.BindNull(7));
+    RETURN_IF_ERROR(insert.BindNull(8));
+    RETURN_IF_ERROR(
+        insert.BindBlob(9, AsBytes(rows.values.data() + first * d, n * d)));
+  }
+  return insert.Run();
+}
+
 absl::Status InsertBlocks(Connection& conn, int64_t dataset_id,
                           const ParsedRows& rows, int block_rows) {
-  ASSIGN_OR_RETURN(
-      Statement insert,
-      conn.Prepare("INSERT INTO dataset_blocks(dataset_id, block, first_row, "
-                   "num_rows, nonzeros, labels, row_offsets, col_indices, "
-                   "vals) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  ASSIGN_OR_RETURN(Statement insert, conn.Prepare(kInsertBlock));
   std::vector<int64_t> offsets;
   int64_t block = 0;
   for (int64_t first = 0; first < rows.rows; first += block_rows, ++block) {
     const int64_t n = std::min<int64_t>(block_rows, rows.rows - first);
-    RETURN_IF_ERROR(insert.Reset());
-    RETURN_IF_ERROR(insert.BindInt64(1, dataset_id));
-    RETURN_IF_ERROR(insert.BindInt64(2, block));
-    RETURN_IF_ERROR(insert.BindInt64(3, first));
-    RETURN_IF_ERROR(insert.BindInt64(4, n));
-    RETURN_IF_ERROR(insert.BindBlob(6, AsBytes(rows.labels.data() + first, n)));
-    if (rows.sparse) {
-      const int64_t begin = rows.row_offsets[first];
-      const int64_t end = rows.row_offsets[first + n];
-      offsets.resize(n + 1);
-      for (int64_t i = 0; i <= n; ++i) {
-        offsets[i] = rows.row_offsets[first + i] - begin;
-      }
-      RETURN_IF_ERROR(insert.BindInt64(5, end - begin));
-      RETURN_IF_ERROR(insert.BindBlob(7, PackVector(offsets)));
-      RETURN_IF_ERROR(insert.BindBlob(
-          8, AsBytes(rows.indices.data() + begin, end - begin)));
-      RETURN_IF_ERROR(
-          insert.BindBlob(9, AsBytes(rows.values.data() + begin, end - begin)));
-    } else {
-      const int64_t d = rows.dimension;
-      RETURN_IF_ERROR(insert.BindInt64(5, n * d));
-      RETURN_IF_ERROR(insert.BindNull(7));
-      RETURN_IF_ERROR(insert.BindNull(8));
-      RETURN_IF_ERROR(
-          insert.BindBlob(9, AsBytes(rows.values.data() + first * d, n * d)));
-    }
-    RETURN_IF_ERROR(insert.Run());
+    RETURN_IF_ERROR(InsertRowRange(insert, dataset_id, block, first, rows,
+                                   first, n, offsets));
   }
   return absl::OkStatus();
 }
+
+absl::Status CheckNameFreeLocked(Connection& conn, absl::string_view name) {
+  ASSIGN_OR_RETURN(Statement exists,
+                   conn.Prepare("SELECT deleted_at FROM datasets WHERE name = "
+                                "?"));
+  RETURN_IF_ERROR(exists.BindText(1, name));
+  ASSIGN_OR_RETURN(bool taken, exists.Step());
+  if (!taken) return absl::OkStatus();
+  if (exists.ColumnInt64(0) == kImportInProgress) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "a dataset named \"", name, "\" is being imported right now"));
+  }
+  return absl::AlreadyExistsError(absl::StrCat(
+      "a dataset named \"", name,
+      "\" already exists (or existed: a deleted dataset's name stays "
+      "reserved with its ledger)"));
+}
+
+// Inserts the metadata row; returns its id.
+absl::StatusOr<int64_t> InsertDatasetRowLocked(Connection& conn,
+                                               const ImportOptions& options,
+                                               int64_t rows, int64_t nonzeros,
+                                               int64_t deleted_at) {
+  ASSIGN_OR_RETURN(
+      Statement insert,
+      conn.Prepare("INSERT INTO datasets(name, num_rows, dimension, nonzeros, "
+                   "is_public, sparse, format, label_kind, num_classes, "
+                   "relation, epsilon_budget, delta_budget, budget_filter, "
+                   "lower_bounds, upper_bounds, row_norm_bound, description, "
+                   "created_at, problem, deleted_at) VALUES(?, ?, ?, ?, ?, ?, "
+                   "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  RETURN_IF_ERROR(insert.BindText(1, options.name));
+  RETURN_IF_ERROR(insert.BindInt64(2, rows));
+  RETURN_IF_ERROR(insert.BindInt64(3, options.dimension));
+  RETURN_IF_ERROR(insert.BindInt64(4, nonzeros));
+  RETURN_IF_ERROR(insert.BindInt64(5, options.is_public ? 1 : 0));
+  RETURN_IF_ERROR(
+      insert.BindInt64(6, options.format == DatasetFormat::kLibsvm ? 1 : 0));
+  RETURN_IF_ERROR(insert.BindText(7, DatasetFormatName(options.format)));
+  RETURN_IF_ERROR(insert.BindInt64(8, static_cast<int64_t>(options.label_kind)));
+  RETURN_IF_ERROR(insert.BindInt64(
+      9, options.label_kind == LabelKind::kReal ? 0 : options.num_classes));
+  RETURN_IF_ERROR(insert.BindText(10, options.relation));
+  RETURN_IF_ERROR(insert.BindDouble(11, options.epsilon_budget));
+  RETURN_IF_ERROR(insert.BindDouble(12, options.delta_budget));
+  RETURN_IF_ERROR(insert.BindText(13, options.budget_filter));
+  if (options.bounds.has_feature_bounds()) {
+    RETURN_IF_ERROR(insert.BindBlob(14, PackVector(options.bounds.lower)));
+    RETURN_IF_ERROR(insert.BindBlob(15, PackVector(options.bounds.upper)));
+  } else {
+    RETURN_IF_ERROR(insert.BindNull(14));
+    RETURN_IF_ERROR(insert.BindNull(15));
+  }
+  if (options.bounds.row_norm_bound.has_value()) {
+    RETURN_IF_ERROR(insert.BindDouble(16, *options.bounds.row_norm_bound));
+  } else {
+    RETURN_IF_ERROR(insert.BindNull(16));
+  }
+  RETURN_IF_ERROR(insert.BindText(17, options.description));
+  RETURN_IF_ERROR(insert.BindInt64(18, internal::NowMicros()));
+  RETURN_IF_ERROR(insert.BindText(19, options.problem_json));
+  RETURN_IF_ERROR(insert.BindInt64(20, deleted_at));
+  RETURN_IF_ERROR(insert.Run());
+  return conn.LastInsertRowId();
+}
+
+absl::Status InsertFeatureNamesLocked(Connection& conn, int64_t id,
+                                      const std::vector<std::string>& names) {
+  if (names.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(Statement fn,
+                   conn.Prepare("INSERT INTO dataset_features(dataset_id, idx, "
+                                "name) VALUES(?, ?, ?)"));
+  for (size_t j = 0; j < names.size(); ++j) {
+    RETURN_IF_ERROR(fn.Reset());
+    RETURN_IF_ERROR(fn.BindInt64(1, id));
+    RETURN_IF_ERROR(fn.BindInt64(2, static_cast<int64_t>(j)));
+    RETURN_IF_ERROR(fn.BindText(3, names[j]));
+    RETURN_IF_ERROR(fn.Run());
+  }
+  return absl::OkStatus();
+}
+
+// Staging transactions are not the change an RPC audits: while one of these
+// lives, the thread's commit hook (storage/sqlite.h) does not run.
+class SuspendCommitHook {
+ public:
+  SuspendCommitHook()
+      : none_([](Connection&) -> absl::Status { return absl::OkStatus(); }) {}
+
+ private:
+  ScopedCommitHook none_;
+};
 
 }  // namespace
 
@@ -157,10 +260,9 @@ absl::StatusOr<DatasetRecord> DatasetStore::GetByIdLocked(Connection& conn,
 
 absl::StatusOr<DatasetRecord> DatasetStore::Import(
     const ImportOptions& options, absl::string_view file_bytes) {
-  // Parse and validate outside the lock; nothing is written unless the whole
-  // file is valid.
-  ASSIGN_OR_RETURN(ParsedRows rows, ParseDatasetFile(options, file_bytes));
-  return ImportParsed(options, rows);
+  ASSIGN_OR_RETURN(std::unique_ptr<StagedImport> import, BeginImport(options));
+  RETURN_IF_ERROR(import->Write(file_bytes));
+  return import->Commit();
 }
 
 absl::StatusOr<DatasetRecord> DatasetStore::ImportParsed(
@@ -174,77 +276,208 @@ absl::StatusOr<DatasetRecord> DatasetStore::ImportParsed(
                                 -> absl::StatusOr<DatasetRecord> {
     Transaction txn(conn);
     RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
-    {
-      ASSIGN_OR_RETURN(Statement exists,
-                       conn.Prepare("SELECT 1 FROM datasets WHERE name = ?"));
-      RETURN_IF_ERROR(exists.BindText(1, options.name));
-      ASSIGN_OR_RETURN(bool taken, exists.Step());
-      if (taken) {
-        return absl::AlreadyExistsError(absl::StrCat(
-            "a dataset named \"", options.name,
-            "\" already exists (or existed: a deleted dataset's name stays "
-            "reserved with its ledger)"));
-      }
-    }
-    ASSIGN_OR_RETURN(
-        Statement insert,
-        conn.Prepare(
-            "INSERT INTO datasets(name, num_rows, dimension, nonzeros, "
-            "is_public, sparse, format, label_kind, num_classes, "
-            "relation, epsilon_budget, delta_budget, budget_filter, "
-            "lower_bounds, upper_bounds, row_norm_bound, description, "
-            "created_at, problem) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-            "?, ?, ?, ?, ?, ?, ?)"));
-    RETURN_IF_ERROR(insert.BindText(1, options.name));
-    RETURN_IF_ERROR(insert.BindInt64(2, rows.rows));
-    RETURN_IF_ERROR(insert.BindInt64(3, rows.dimension));
-    RETURN_IF_ERROR(insert.BindInt64(4, rows.nonzeros()));
-    RETURN_IF_ERROR(insert.BindInt64(5, options.is_public ? 1 : 0));
-    RETURN_IF_ERROR(insert.BindInt64(6, rows.sparse ? 1 : 0));
-    RETURN_IF_ERROR(insert.BindText(7, DatasetFormatName(options.format)));
-    RETURN_IF_ERROR(
-        insert.BindInt64(8, static_cast<int64_t>(options.label_kind)));
-    RETURN_IF_ERROR(insert.BindInt64(
-        9, options.label_kind == LabelKind::kReal ? 0 : options.num_classes));
-    RETURN_IF_ERROR(insert.BindText(10, options.relation));
-    RETURN_IF_ERROR(insert.BindDouble(11, options.epsilon_budget));
-    RETURN_IF_ERROR(insert.BindDouble(12, options.delta_budget));
-    RETURN_IF_ERROR(insert.BindText(13, options.budget_filter));
-    if (options.bounds.has_feature_bounds()) {
-      RETURN_IF_ERROR(insert.BindBlob(14, PackVector(options.bounds.lower)));
-      RETURN_IF_ERROR(insert.BindBlob(15, PackVector(options.bounds.upper)));
-    } else {
-      RETURN_IF_ERROR(insert.BindNull(14));
-      RETURN_IF_ERROR(insert.BindNull(15));
-    }
-    if (options.bounds.row_norm_bound.has_value()) {
-      RETURN_IF_ERROR(insert.BindDouble(16, *options.bounds.row_norm_bound));
-    } else {
-      RETURN_IF_ERROR(insert.BindNull(16));
-    }
-    RETURN_IF_ERROR(insert.BindText(17, options.description));
-    RETURN_IF_ERROR(insert.BindInt64(18, internal::NowMicros()));
-    RETURN_IF_ERROR(insert.BindText(19, options.problem_json));
-    RETURN_IF_ERROR(insert.Run());
-    const int64_t id = conn.LastInsertRowId();
-
-    if (!feature_names.empty()) {
-      ASSIGN_OR_RETURN(Statement fn,
-                       conn.Prepare("INSERT INTO dataset_features("
-                                    "dataset_id, idx, name) VALUES(?, ?, "
-                                    "?)"));
-      for (size_t j = 0; j < feature_names.size(); ++j) {
-        RETURN_IF_ERROR(fn.Reset());
-        RETURN_IF_ERROR(fn.BindInt64(1, id));
-        RETURN_IF_ERROR(fn.BindInt64(2, static_cast<int64_t>(j)));
-        RETURN_IF_ERROR(fn.BindText(3, feature_names[j]));
-        RETURN_IF_ERROR(fn.Run());
-      }
-    }
+    RETURN_IF_ERROR(CheckNameFreeLocked(conn, options.name));
+    ASSIGN_OR_RETURN(const int64_t id,
+                     InsertDatasetRowLocked(conn, options, rows.rows,
+                                            rows.nonzeros(), /*deleted_at=*/0));
+    RETURN_IF_ERROR(InsertFeatureNamesLocked(conn, id, feature_names));
     RETURN_IF_ERROR(InsertBlocks(conn, id, rows, block_rows));
     ASSIGN_OR_RETURN(DatasetRecord record, GetByIdLocked(conn, id));
     RETURN_IF_ERROR(txn.Commit());
     return record;
+  });
+}
+
+absl::StatusOr<std::unique_ptr<StagedImport>> DatasetStore::BeginImport(
+    const ImportOptions& options) {
+  RETURN_IF_ERROR(options.Validate());
+  SuspendCommitHook staging;
+  ASSIGN_OR_RETURN(
+      const int64_t id,
+      db_.WithConnection([&](Connection& conn) -> absl::StatusOr<int64_t> {
+        Transaction txn(conn);
+        RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate,
+                                  Transaction::Durability::kRelaxed));
+        RETURN_IF_ERROR(CheckNameFreeLocked(conn, options.name));
+        // num_rows is a placeholder (the schema requires > 0) until Commit.
+        ASSIGN_OR_RETURN(int64_t id,
+                         InsertDatasetRowLocked(conn, options, /*rows=*/1,
+                                                /*nonzeros=*/0,
+                                                kImportInProgress));
+        RETURN_IF_ERROR(txn.Commit());
+        return id;
+      }));
+  std::unique_ptr<StagedImport> import(new StagedImport(db_, options, id));
+  DatasetParser::BlockLimits limits;
+  limits.max_rows = db_.options().block_rows;
+  StagedImport* raw = import.get();
+  ASSIGN_OR_RETURN(import->parser_,
+                   DatasetParser::Create(
+                       options, limits,
+                       [raw](ParsedRows& block) { return raw->StoreBlock(block); }));
+  return import;
+}
+
+absl::StatusOr<int64_t> DatasetStore::DiscardStagedImports() {
+  SuspendCommitHook staging;
+  return db_.WithConnection([&](Connection& conn) -> absl::StatusOr<int64_t> {
+    int64_t discarded = 0;
+    {
+      Transaction txn(conn);
+      RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
+      ASSIGN_OR_RETURN(Statement st,
+                       conn.Prepare("SELECT id FROM datasets WHERE deleted_at "
+                                    "= ?"));
+      RETURN_IF_ERROR(st.BindInt64(1, kImportInProgress));
+      std::vector<int64_t> ids;
+      for (;;) {
+        ASSIGN_OR_RETURN(bool row, st.Step());
+        if (!row) break;
+        ids.push_back(st.ColumnInt64(0));
+      }
+      for (int64_t id : ids) {
+        RETURN_IF_ERROR(PurgeRowsLocked(conn, id).status());
+        ASSIGN_OR_RETURN(Statement del,
+                         conn.Prepare("DELETE FROM datasets WHERE id = ?"));
+        RETURN_IF_ERROR(del.BindInt64(1, id));
+        RETURN_IF_ERROR(del.Run());
+      }
+      RETURN_IF_ERROR(txn.Commit());
+      discarded = static_cast<int64_t>(ids.size());
+    }
+    if (discarded > 0) RETURN_IF_ERROR(CheckpointAndTruncate(conn));
+    return discarded;
+  });
+}
+
+absl::StatusOr<int64_t> DatasetStore::PurgeRowsLocked(Connection& conn,
+                                                      int64_t id) {
+  RETURN_IF_ERROR(conn.Execute("PRAGMA secure_delete=ON"));
+  int64_t blocks = -1;
+  for (const char* sql : {"DELETE FROM dataset_blocks WHERE dataset_id = ?",
+                          "DELETE FROM dataset_features WHERE dataset_id = ?",
+                          "DELETE FROM grants WHERE dataset_id = ?"}) {
+    ASSIGN_OR_RETURN(Statement st, conn.Prepare(sql));
+    RETURN_IF_ERROR(st.BindInt64(1, id));
+    RETURN_IF_ERROR(st.Run());
+    if (blocks < 0) blocks = conn.Changes();
+  }
+  return blocks;
+}
+
+absl::Status DatasetStore::CheckpointAndTruncate(Connection& conn) {
+  for (int attempt = 0;; ++attempt) {
+    ASSIGN_OR_RETURN(Statement ck,
+                     conn.Prepare("PRAGMA wal_checkpoint(TRUNCATE)"));
+    ASSIGN_OR_RETURN(bool row, ck.Step());
+    if (row && ck.ColumnInt64(0) == 0) return absl::OkStatus();  // not busy
+    if (attempt == 50) {
+      return absl::UnavailableError(
+          "rows removed, but the WAL checkpoint stayed busy; it completes at "
+          "the next checkpoint");
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+}
+
+// ------------------------------------------------------------ StagedImport
+
+StagedImport::StagedImport(Database& db, ImportOptions options, int64_t id)
+    : db_(db), options_(std::move(options)), id_(id) {}
+
+StagedImport::~StagedImport() { (void)Discard(); }
+
+absl::Status StagedImport::StoreBlock(ParsedRows& block) {
+  SuspendCommitHook staging;
+  RETURN_IF_ERROR(db_.WithConnection([&](Connection& conn) -> absl::Status {
+    Transaction txn(conn);
+    RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate,
+                              Transaction::Durability::kRelaxed));
+    ASSIGN_OR_RETURN(Statement insert, conn.Prepare(kInsertBlock));
+    std::vector<int64_t> offsets;
+    RETURN_IF_ERROR(InsertRowRange(insert, id_, next_block_, rows_stored_,
+                                   block, 0, block.rows, offsets));
+    return txn.Commit();
+  }));
+  ++next_block_;
+  rows_stored_ += block.rows;
+  nonzeros_stored_ += block.nonzeros();
+  return absl::OkStatus();
+}
+
+absl::Status StagedImport::Failed(absl::Status s) {
+  status_ = s;
+  (void)Discard();
+  return s;
+}
+
+absl::Status StagedImport::Write(absl::string_view bytes) {
+  RETURN_IF_ERROR(status_);
+  if (done_) return absl::FailedPreconditionError("import already finished");
+  absl::Status s = parser_->Feed(bytes);
+  if (!s.ok()) return Failed(s);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DatasetRecord> StagedImport::Commit() {
+  RETURN_IF_ERROR(status_);
+  if (done_) return absl::FailedPreconditionError("import already finished");
+  absl::Status s = parser_->Finish();
+  if (!s.ok()) return Failed(s);
+  std::vector<std::string> names = options_.feature_names;
+  if (names.empty()) names = parser_->header_names();
+  absl::StatusOr<DatasetRecord> record = db_.WithConnection(
+      [&](Connection& conn) -> absl::StatusOr<DatasetRecord> {
+        Transaction txn(conn);
+        RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
+        ASSIGN_OR_RETURN(
+            Statement up,
+            conn.Prepare("UPDATE datasets SET num_rows = ?, nonzeros = ?, "
+                         "created_at = ?, deleted_at = 0 WHERE id = ? AND "
+                         "deleted_at = ?"));
+        RETURN_IF_ERROR(up.BindInt64(1, rows_stored_));
+        RETURN_IF_ERROR(up.BindInt64(2, nonzeros_stored_));
+        RETURN_IF_ERROR(up.BindInt64(3, internal::NowMicros()));
+        RETURN_IF_ERROR(up.BindInt64(4, id_));
+        RETURN_IF_ERROR(up.BindInt64(5, kImportInProgress));
+        RETURN_IF_ERROR(up.Run());
+        if (conn.Changes() != 1) {
+          return absl::InternalError("the staged import was removed");
+        }
+        RETURN_IF_ERROR(InsertFeatureNamesLocked(conn, id_, names));
+        ASSIGN_OR_RETURN(DatasetRecord r,
+                         DatasetStore::GetByIdLocked(conn, id_));
+        RETURN_IF_ERROR(txn.Commit());
+        return r;
+      });
+  if (!record.ok()) return Failed(record.status());
+  done_ = true;
+  parser_.reset();
+  return record;
+}
+
+absl::Status StagedImport::Discard() {
+  if (done_) return absl::OkStatus();
+  done_ = true;
+  parser_.reset();
+  SuspendCommitHook staging;
+  const bool rows_written = next_block_ > 0;
+  return db_.WithConnection([&](Connection& conn) -> absl::Status {
+    {
+      Transaction txn(conn);
+      RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
+      RETURN_IF_ERROR(DatasetStore::PurgeRowsLocked(conn, id_).status());
+      ASSIGN_OR_RETURN(Statement del,
+                       conn.Prepare("DELETE FROM datasets WHERE id = ? AND "
+                                    "deleted_at = ?"));
+      RETURN_IF_ERROR(del.BindInt64(1, id_));
+      RETURN_IF_ERROR(del.BindInt64(2, kImportInProgress));
+      RETURN_IF_ERROR(del.Run());
+      RETURN_IF_ERROR(txn.Commit());
+    }
+    // Staged rows are private: leave no copy in the WAL either.
+    if (rows_written) RETURN_IF_ERROR(DatasetStore::CheckpointAndTruncate(conn));
+    return absl::OkStatus();
   });
 }
 
@@ -272,17 +505,9 @@ absl::StatusOr<DeletedDataset> DatasetStore::Delete(absl::string_view name) {
             return absl::NotFoundError(
                 absl::StrCat("dataset \"", name, "\" not found"));
           }
-          RETURN_IF_ERROR(conn.Execute("PRAGMA secure_delete=ON"));
+          ASSIGN_OR_RETURN(out.blocks_deleted,
+                           PurgeRowsLocked(conn, out.record.id));
           const int64_t id = out.record.id;
-          for (const char* sql :
-               {"DELETE FROM dataset_blocks WHERE dataset_id = ?",
-                "DELETE FROM dataset_features WHERE dataset_id = ?",
-                "DELETE FROM grants WHERE dataset_id = ?"}) {
-            ASSIGN_OR_RETURN(Statement st, conn.Prepare(sql));
-            RETURN_IF_ERROR(st.BindInt64(1, id));
-            RETURN_IF_ERROR(st.Run());
-            if (out.blocks_deleted == 0) out.blocks_deleted = conn.Changes();
-          }
           ASSIGN_OR_RETURN(
               Statement tomb,
               conn.Prepare("UPDATE datasets SET deleted_at = ? WHERE id = ?"));
@@ -294,17 +519,11 @@ absl::StatusOr<DeletedDataset> DatasetStore::Delete(absl::string_view name) {
         }
         // Copy every page back into the main file and truncate the WAL, so
         // the old row pages survive in neither file.
-        for (int attempt = 0;; ++attempt) {
-          ASSIGN_OR_RETURN(Statement ck,
-                           conn.Prepare("PRAGMA wal_checkpoint(TRUNCATE)"));
-          ASSIGN_OR_RETURN(bool row, ck.Step());
-          if (row && ck.ColumnInt64(0) == 0) break;  // not busy
-          if (attempt == 50) {
-            return absl::UnavailableError(
-                "dataset deleted, but the WAL checkpoint stayed busy; it "
-                "completes at the next checkpoint");
-          }
-          absl::SleepFor(absl::Milliseconds(100));
+        absl::Status ck = CheckpointAndTruncate(conn);
+        if (!ck.ok()) {
+          return absl::UnavailableError(
+              "dataset deleted, but the WAL checkpoint stayed busy; it "
+              "completes at the next checkpoint");
         }
         return out;
       });

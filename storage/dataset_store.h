@@ -7,6 +7,7 @@
 #define DPOPT_STORAGE_DATASET_STORE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,10 +52,17 @@ struct DatasetRecord {
   int64_t deleted_at_micros = 0;
 };
 
+// DatasetRecord::deleted_at_micros of a dataset whose import is still in
+// progress (StagedImport): every reader treats it as deleted, so staged rows
+// are invisible until the import commits.
+inline constexpr int64_t kImportInProgress = -1;
+
 struct DeletedDataset {
   DatasetRecord record;
   int64_t blocks_deleted = 0;
 };
+
+class StagedImport;
 
 class DatasetStore {
  public:
@@ -69,6 +77,23 @@ class DatasetStore {
   // UNAVAILABLE if the database is busy.
   absl::StatusOr<DatasetRecord> Import(const ImportOptions& options,
                                        absl::string_view file_bytes);
+  // Starts a streaming import (issue 10): reserves the name now
+  // (ALREADY_EXISTS before any byte is sent) under a record every reader
+  // treats as deleted, then stores the rows block by block as they are
+  // parsed, each block in its own short transaction (other writers, such as
+  // budget admissions, interleave), and makes the dataset visible in one
+  // final transaction. Memory is bounded by one block and one line. Until
+  // that commit nothing is visible; an error, a Discard() or destruction
+  // removes every staged row (secure_delete, WAL truncated) and frees the
+  // name; a crash leaves a staged record that DiscardStagedImports() removes
+  // (the server calls it at start, holding the database lock).
+  // INVALID_ARGUMENT for bad options; ALREADY_EXISTS; UNAVAILABLE.
+  absl::StatusOr<std::unique_ptr<StagedImport>> BeginImport(
+      const ImportOptions& options);
+  // Removes every staged import (see BeginImport); returns how many. Only
+  // for a process that holds the database exclusively (no import running).
+  absl::StatusOr<int64_t> DiscardStagedImports();
+
   // The same for rows already parsed by ParseDatasetFile(options, ...)
   // (callers that derive public metadata from the parsed rows first).
   absl::StatusOr<DatasetRecord> ImportParsed(const ImportOptions& options,
@@ -102,6 +127,12 @@ class DatasetStore {
   friend class JobStore;
   explicit DatasetStore(Database& db) : db_(db) {}
 
+  friend class StagedImport;
+  // Removes dataset `id`'s rows, feature names and grants (secure_delete).
+  static absl::StatusOr<int64_t> PurgeRowsLocked(Connection& conn, int64_t id);
+  // Copies the WAL into the main file and truncates it, so freed row pages
+  // survive in neither file (retries while readers keep it busy).
+  static absl::Status CheckpointAndTruncate(Connection& conn);
   // The record named `name`, read on `conn` (caller holds the lock).
   static absl::StatusOr<DatasetRecord> GetLocked(Connection& conn,
                                                  absl::string_view name);
@@ -109,6 +140,45 @@ class DatasetStore {
                                                      int64_t id);
 
   Database& db_;
+};
+
+// A streaming import in progress (DatasetStore::BeginImport). Not
+// thread-safe. Staging transactions do not run the thread's commit hook
+// (storage/sqlite.h): Commit()'s transaction does, so an RPC's audit record
+// commits with the dataset becoming visible.
+class StagedImport {
+ public:
+  ~StagedImport();  // Discard()s unless committed
+  StagedImport(const StagedImport&) = delete;
+  StagedImport& operator=(const StagedImport&) = delete;
+
+  // Parses `bytes` (any split of the file) and stores every completed block.
+  // INVALID_ARGUMENT naming the line; UNAVAILABLE / INTERNAL from storage.
+  // After an error the import is discarded and every call fails.
+  absl::Status Write(absl::string_view bytes);
+  // Parses the last line and block, then makes the dataset visible with its
+  // row counts and feature names (the options' or the CSV header's).
+  absl::StatusOr<DatasetRecord> Commit();
+  // Removes the staged rows and the name reservation (idempotent).
+  absl::Status Discard();
+
+  int64_t rows_stored() const { return rows_stored_; }
+
+ private:
+  friend class DatasetStore;
+  StagedImport(Database& db, ImportOptions options, int64_t id);
+  absl::Status StoreBlock(ParsedRows& block);
+  absl::Status Failed(absl::Status s);
+
+  Database& db_;
+  const ImportOptions options_;
+  const int64_t id_;
+  std::unique_ptr<DatasetParser> parser_;
+  int64_t next_block_ = 0;
+  int64_t rows_stored_ = 0;
+  int64_t nonzeros_stored_ = 0;
+  bool done_ = false;  // committed or discarded
+  absl::Status status_;
 };
 
 }  // namespace dpopt::storage
