@@ -192,8 +192,8 @@ class DatasetParser::RowParser {
                         options_.csv_has_header) {}
 
   // Appends the row on `line` to `block` (or reads the CSV header).
-  absl::Status Parse(int64_t line_no, absl::string_view line,
-                     ParsedRows& block, std::vector<std::string>& header) {
+  absl::Status Parse(int64_t line_no, absl::string_view line, ParsedRows& block,
+                     std::vector<std::string>& header) {
     return options_.format == DatasetFormat::kLibsvm
                ? ParseLibsvm(line_no, line, block)
                : ParseCsv(line_no, line, block, header);
@@ -254,8 +254,7 @@ class DatasetParser::RowParser {
       out.indices.push_back(static_cast<int32_t>(index - 1));
       out.values.push_back(v);
     }
-    RETURN_IF_ERROR(bounds_.CheckAbsent(line_no,
-                                        out.indices.data() + row_start,
+    RETURN_IF_ERROR(bounds_.CheckAbsent(line_no, out.indices.data() + row_start,
                                         out.indices.size() - row_start));
     RETURN_IF_ERROR(bounds_.CheckNorm(line_no, sq));
     out.labels.push_back(label);
@@ -267,9 +266,8 @@ class DatasetParser::RowParser {
   absl::Status ParseCsv(int64_t line_no, absl::string_view line,
                         ParsedRows& out, std::vector<std::string>& header) {
     const int64_t columns = options_.dimension + 1;
-    const int64_t label_col = options_.csv_label_column < 0
-                                  ? columns - 1
-                                  : options_.csv_label_column;
+    const int64_t label_col =
+        options_.csv_label_column < 0 ? columns - 1 : options_.csv_label_column;
     if (options_.csv_delimiter == CsvDelimiter::kComma) {
       SplitComma(line, &tokens_);
     } else {
@@ -362,6 +360,9 @@ absl::Status DatasetParser::Fail(absl::Status s) {
 
 absl::Status DatasetParser::Line(absl::string_view line) {
   ++line_no_;
+  if (line.size() > static_cast<size_t>(limits_.max_line_bytes)) {
+    return LineError(line_no_, "line is too long");
+  }
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   if (IsBlankLine(line)) return absl::OkStatus();
   const int64_t before = block_.rows;
@@ -624,12 +625,12 @@ absl::StatusOr<ParsedRows> ParseDatasetFile(const ImportOptions& options,
   unlimited.max_rows = std::numeric_limits<int64_t>::max();
   unlimited.max_values = std::numeric_limits<int64_t>::max();
   unlimited.max_line_bytes = std::numeric_limits<int64_t>::max();
-  ASSIGN_OR_RETURN(std::unique_ptr<DatasetParser> parser,
-                   DatasetParser::Create(options, unlimited,
-                                         [&rows](ParsedRows& block) {
-                                           rows = std::move(block);
-                                           return absl::OkStatus();
-                                         }));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<DatasetParser> parser,
+      DatasetParser::Create(options, unlimited, [&rows](ParsedRows& block) {
+        rows = std::move(block);
+        return absl::OkStatus();
+      }));
   RETURN_IF_ERROR(parser->Feed(file_bytes));
   RETURN_IF_ERROR(parser->Finish());
   rows.header_names = parser->header_names();

@@ -187,9 +187,7 @@ class DatasetParser {
   int64_t rows() const { return rows_total_; }
   int64_t nonzeros() const { return nonzeros_total_; }
   // Feature names from a CSV header line (empty otherwise).
-  const std::vector<std::string>& header_names() const {
-    return header_names_;
-  }
+  const std::vector<std::string>& header_names() const { return header_names_; }
 
  private:
   class RowParser;

@@ -177,7 +177,8 @@ absl::StatusOr<int64_t> InsertDatasetRowLocked(Connection& conn,
   RETURN_IF_ERROR(
       insert.BindInt64(6, options.format == DatasetFormat::kLibsvm ? 1 : 0));
   RETURN_IF_ERROR(insert.BindText(7, DatasetFormatName(options.format)));
-  RETURN_IF_ERROR(insert.BindInt64(8, static_cast<int64_t>(options.label_kind)));
+  RETURN_IF_ERROR(
+      insert.BindInt64(8, static_cast<int64_t>(options.label_kind)));
   RETURN_IF_ERROR(insert.BindInt64(
       9, options.label_kind == LabelKind::kReal ? 0 : options.num_classes));
   RETURN_IF_ERROR(insert.BindText(10, options.relation));
@@ -272,20 +273,21 @@ absl::StatusOr<DatasetRecord> DatasetStore::ImportParsed(
   if (feature_names.empty()) feature_names = rows.header_names;
   const int block_rows = db_.options().block_rows;
 
-  return db_.WithConnection([&](Connection& conn)
-                                -> absl::StatusOr<DatasetRecord> {
-    Transaction txn(conn);
-    RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
-    RETURN_IF_ERROR(CheckNameFreeLocked(conn, options.name));
-    ASSIGN_OR_RETURN(const int64_t id,
-                     InsertDatasetRowLocked(conn, options, rows.rows,
-                                            rows.nonzeros(), /*deleted_at=*/0));
-    RETURN_IF_ERROR(InsertFeatureNamesLocked(conn, id, feature_names));
-    RETURN_IF_ERROR(InsertBlocks(conn, id, rows, block_rows));
-    ASSIGN_OR_RETURN(DatasetRecord record, GetByIdLocked(conn, id));
-    RETURN_IF_ERROR(txn.Commit());
-    return record;
-  });
+  return db_.WithConnection(
+      [&](Connection& conn) -> absl::StatusOr<DatasetRecord> {
+        Transaction txn(conn);
+        RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
+        RETURN_IF_ERROR(CheckNameFreeLocked(conn, options.name));
+        ASSIGN_OR_RETURN(
+            const int64_t id,
+            InsertDatasetRowLocked(conn, options, rows.rows, rows.nonzeros(),
+                                   /*deleted_at=*/0));
+        RETURN_IF_ERROR(InsertFeatureNamesLocked(conn, id, feature_names));
+        RETURN_IF_ERROR(InsertBlocks(conn, id, rows, block_rows));
+        ASSIGN_OR_RETURN(DatasetRecord record, GetByIdLocked(conn, id));
+        RETURN_IF_ERROR(txn.Commit());
+        return record;
+      });
 }
 
 absl::StatusOr<std::unique_ptr<StagedImport>> DatasetStore::BeginImport(
@@ -300,10 +302,9 @@ absl::StatusOr<std::unique_ptr<StagedImport>> DatasetStore::BeginImport(
                                   Transaction::Durability::kRelaxed));
         RETURN_IF_ERROR(CheckNameFreeLocked(conn, options.name));
         // num_rows is a placeholder (the schema requires > 0) until Commit.
-        ASSIGN_OR_RETURN(int64_t id,
-                         InsertDatasetRowLocked(conn, options, /*rows=*/1,
-                                                /*nonzeros=*/0,
-                                                kImportInProgress));
+        ASSIGN_OR_RETURN(int64_t id, InsertDatasetRowLocked(
+                                         conn, options, /*rows=*/1,
+                                         /*nonzeros=*/0, kImportInProgress));
         RETURN_IF_ERROR(txn.Commit());
         return id;
       }));
@@ -311,10 +312,11 @@ absl::StatusOr<std::unique_ptr<StagedImport>> DatasetStore::BeginImport(
   DatasetParser::BlockLimits limits;
   limits.max_rows = db_.options().block_rows;
   StagedImport* raw = import.get();
-  ASSIGN_OR_RETURN(import->parser_,
-                   DatasetParser::Create(
-                       options, limits,
-                       [raw](ParsedRows& block) { return raw->StoreBlock(block); }));
+  ASSIGN_OR_RETURN(
+      import->parser_,
+      DatasetParser::Create(options, limits, [raw](ParsedRows& block) {
+        return raw->StoreBlock(block);
+      }));
   return import;
 }
 
@@ -476,7 +478,8 @@ absl::Status StagedImport::Discard() {
       RETURN_IF_ERROR(txn.Commit());
     }
     // Staged rows are private: leave no copy in the WAL either.
-    if (rows_written) RETURN_IF_ERROR(DatasetStore::CheckpointAndTruncate(conn));
+    if (rows_written)
+      RETURN_IF_ERROR(DatasetStore::CheckpointAndTruncate(conn));
     return absl::OkStatus();
   });
 }

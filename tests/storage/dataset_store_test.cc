@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/database.h"
@@ -290,6 +291,19 @@ TEST_P(BadInputTest, IsInvalidArgumentAndLeavesDatabaseUnchanged) {
   EXPECT_THAT(
       db_->datasets().Import(c.options, c.file),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)));
+  // The streaming parser, fed one byte at a time, finds the same error.
+  absl::Status streamed = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(std::unique_ptr<DatasetParser> parser,
+                     DatasetParser::Create(c.options, {}, [](ParsedRows&) {
+                       return absl::OkStatus();
+                     }));
+    for (char ch : c.file) {
+      RETURN_IF_ERROR(parser->Feed(absl::string_view(&ch, 1)));
+    }
+    return parser->Finish();
+  }();
+  EXPECT_THAT(streamed, StatusIs(absl::StatusCode::kInvalidArgument,
+                                 HasSubstr(c.message)));
   EXPECT_EQ(Count("datasets"), 0);
   EXPECT_EQ(Count("dataset_blocks"), 0);
   EXPECT_EQ(Count("dataset_features"), 0);
