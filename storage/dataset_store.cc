@@ -315,7 +315,7 @@ absl::StatusOr<std::unique_ptr<StagedImport>> DatasetStore::BeginImport(
   ASSIGN_OR_RETURN(
       import->parser_,
       DatasetParser::Create(options, limits, [raw](ParsedRows& block) {
-        return raw->StoreBlock(block);
+        return raw->QueueBlock(block);
       }));
   return import;
 }
@@ -389,22 +389,89 @@ StagedImport::StagedImport(Database& db, ImportOptions options, int64_t id)
 
 StagedImport::~StagedImport() { (void)Discard(); }
 
-absl::Status StagedImport::StoreBlock(ParsedRows& block) {
+int64_t StagedImport::rows_stored() const {
+  absl::MutexLock lock(&mu_);
+  return rows_stored_;
+}
+
+absl::Status StagedImport::QueueBlock(ParsedRows& block) {
+  if (!writer_.joinable()) writer_ = std::thread([this] { WriterLoop(); });
+  absl::MutexLock lock(&mu_);
+  auto room = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return !write_status_.ok() ||
+           static_cast<int>(queue_.size()) < kQueuedBlocks;
+  };
+  mu_.Await(absl::Condition(&room));
+  RETURN_IF_ERROR(write_status_);
+  rows_queued_ += block.rows;
+  queue_.push_back(std::move(block));
+  return absl::OkStatus();
+}
+
+void StagedImport::WriterLoop() {
+  for (;;) {
+    ParsedRows block;
+    int64_t block_no = 0, first_row = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return stop_ || !queue_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (stop_ || !write_status_.ok()) return;
+      block = std::move(queue_.front());
+      queue_.pop_front();
+      writing_ = true;
+      block_no = next_block_;
+      first_row = rows_stored_;
+    }
+    absl::Status s = StoreBlock(block, block_no, first_row);
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!s.ok()) {
+      write_status_ = s;
+      queue_.clear();
+      return;
+    }
+    ++next_block_;
+    rows_stored_ += block.rows;
+    nonzeros_stored_ += block.nonzeros();
+  }
+}
+
+absl::Status StagedImport::StoreBlock(const ParsedRows& block, int64_t block_no,
+                                      int64_t first_row) {
   SuspendCommitHook staging;
-  RETURN_IF_ERROR(db_.WithConnection([&](Connection& conn) -> absl::Status {
+  return db_.WithConnection([&](Connection& conn) -> absl::Status {
     Transaction txn(conn);
     RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate,
                               Transaction::Durability::kRelaxed));
     ASSIGN_OR_RETURN(Statement insert, conn.Prepare(kInsertBlock));
     std::vector<int64_t> offsets;
-    RETURN_IF_ERROR(InsertRowRange(insert, id_, next_block_, rows_stored_,
-                                   block, 0, block.rows, offsets));
+    RETURN_IF_ERROR(InsertRowRange(insert, id_, block_no, first_row, block, 0,
+                                   block.rows, offsets));
     return txn.Commit();
-  }));
-  ++next_block_;
-  rows_stored_ += block.rows;
-  nonzeros_stored_ += block.nonzeros();
-  return absl::OkStatus();
+  });
+}
+
+absl::Status StagedImport::Sync() {
+  RETURN_IF_ERROR(status_);
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return !write_status_.ok() || (queue_.empty() && !writing_);
+  };
+  mu_.Await(absl::Condition(&idle));
+  return write_status_;
+}
+
+void StagedImport::StopWriter() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+    wrote_rows_ =
+        wrote_rows_ || next_block_ > 0 || writing_ || !write_status_.ok();
+  }
+  if (writer_.joinable()) writer_.join();
 }
 
 absl::Status StagedImport::Failed(absl::Status s) {
@@ -425,7 +492,16 @@ absl::StatusOr<DatasetRecord> StagedImport::Commit() {
   RETURN_IF_ERROR(status_);
   if (done_) return absl::FailedPreconditionError("import already finished");
   absl::Status s = parser_->Finish();
+  if (s.ok()) s = Sync();
   if (!s.ok()) return Failed(s);
+  StopWriter();
+  int64_t rows = 0, nonzeros = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    rows = rows_stored_;
+    nonzeros = nonzeros_stored_;
+  }
+  if (rows != rows_queued_) return Failed(absl::InternalError("lost blocks"));
   std::vector<std::string> names = options_.feature_names;
   if (names.empty()) names = parser_->header_names();
   absl::StatusOr<DatasetRecord> record = db_.WithConnection(
@@ -437,8 +513,8 @@ absl::StatusOr<DatasetRecord> StagedImport::Commit() {
             conn.Prepare("UPDATE datasets SET num_rows = ?, nonzeros = ?, "
                          "created_at = ?, deleted_at = 0 WHERE id = ? AND "
                          "deleted_at = ?"));
-        RETURN_IF_ERROR(up.BindInt64(1, rows_stored_));
-        RETURN_IF_ERROR(up.BindInt64(2, nonzeros_stored_));
+        RETURN_IF_ERROR(up.BindInt64(1, rows));
+        RETURN_IF_ERROR(up.BindInt64(2, nonzeros));
         RETURN_IF_ERROR(up.BindInt64(3, internal::NowMicros()));
         RETURN_IF_ERROR(up.BindInt64(4, id_));
         RETURN_IF_ERROR(up.BindInt64(5, kImportInProgress));
@@ -461,9 +537,9 @@ absl::StatusOr<DatasetRecord> StagedImport::Commit() {
 absl::Status StagedImport::Discard() {
   if (done_) return absl::OkStatus();
   done_ = true;
+  StopWriter();
   parser_.reset();
   SuspendCommitHook staging;
-  const bool rows_written = next_block_ > 0;
   return db_.WithConnection([&](Connection& conn) -> absl::Status {
     {
       Transaction txn(conn);
@@ -478,8 +554,9 @@ absl::Status StagedImport::Discard() {
       RETURN_IF_ERROR(txn.Commit());
     }
     // Staged rows are private: leave no copy in the WAL either.
-    if (rows_written)
+    if (wrote_rows_) {
       RETURN_IF_ERROR(DatasetStore::CheckpointAndTruncate(conn));
+    }
     return absl::OkStatus();
   });
 }

@@ -7,13 +7,16 @@
 #define DPOPT_STORAGE_DATASET_STORE_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "core/data/dataset.h"
 #include "storage/dataset_import.h"
 
@@ -142,43 +145,68 @@ class DatasetStore {
   Database& db_;
 };
 
-// A streaming import in progress (DatasetStore::BeginImport). Not
-// thread-safe. Staging transactions do not run the thread's commit hook
-// (storage/sqlite.h): Commit()'s transaction does, so an RPC's audit record
-// commits with the dataset becoming visible.
+// A streaming import in progress (DatasetStore::BeginImport). The caller's
+// thread parses; a writer thread stores the parsed blocks (at most
+// kQueuedBlocks wait between them), so parsing and SQLite writes overlap.
+// Not thread-safe: one caller at a time. Staging transactions do not run a
+// commit hook (storage/sqlite.h); Commit()'s transaction runs the caller
+// thread's hook, so an RPC's audit record commits with the dataset becoming
+// visible.
 class StagedImport {
  public:
+  static constexpr int kQueuedBlocks = 2;
+
   ~StagedImport();  // Discard()s unless committed
   StagedImport(const StagedImport&) = delete;
   StagedImport& operator=(const StagedImport&) = delete;
 
-  // Parses `bytes` (any split of the file) and stores every completed block.
-  // INVALID_ARGUMENT naming the line; UNAVAILABLE / INTERNAL from storage.
-  // After an error the import is discarded and every call fails.
+  // Parses `bytes` (any split of the file) and queues every completed block
+  // for storing. INVALID_ARGUMENT naming the line; a storage error of an
+  // earlier block (UNAVAILABLE, INTERNAL, ...). After an error the import
+  // is discarded and every call fails.
   absl::Status Write(absl::string_view bytes);
-  // Parses the last line and block, then makes the dataset visible with its
-  // row counts and feature names (the options' or the CSV header's).
+  // Waits until every queued block is stored (then rows_stored() counts
+  // every row of every completed block); returns the first storage error.
+  absl::Status Sync();
+  // Parses the last line and block, waits for the writer, then makes the
+  // dataset visible with its row counts and feature names (the options' or
+  // the CSV header's), on the caller's thread.
   absl::StatusOr<DatasetRecord> Commit();
-  // Removes the staged rows and the name reservation (idempotent).
+  // Stops the writer and removes the staged rows and the name reservation
+  // (idempotent).
   absl::Status Discard();
 
-  int64_t rows_stored() const { return rows_stored_; }
+  int64_t rows_stored() const;
 
  private:
   friend class DatasetStore;
   StagedImport(Database& db, ImportOptions options, int64_t id);
-  absl::Status StoreBlock(ParsedRows& block);
+  // Parser sink (caller thread): queues the block, waiting for room.
+  absl::Status QueueBlock(ParsedRows& block);
+  void WriterLoop();
+  absl::Status StoreBlock(const ParsedRows& block, int64_t block_no,
+                          int64_t first_row);
+  void StopWriter();
   absl::Status Failed(absl::Status s);
 
   Database& db_;
   const ImportOptions options_;
   const int64_t id_;
   std::unique_ptr<DatasetParser> parser_;
-  int64_t next_block_ = 0;
-  int64_t rows_stored_ = 0;
-  int64_t nonzeros_stored_ = 0;
   bool done_ = false;  // committed or discarded
   absl::Status status_;
+  bool wrote_rows_ = false;  // a block reached storage (even if it failed)
+
+  mutable absl::Mutex mu_;
+  std::deque<ParsedRows> queue_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;  // a block is being stored
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status write_status_ ABSL_GUARDED_BY(mu_);
+  int64_t next_block_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t rows_stored_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t nonzeros_stored_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t rows_queued_ = 0;  // caller thread only
+  std::thread writer_;
 };
 
 }  // namespace dpopt::storage

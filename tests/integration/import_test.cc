@@ -184,7 +184,10 @@ TEST(StreamingImportTest, ImportInterruptedByACrashIsRemovedAtStart) {
     o.dimension = 3;
     o.epsilon_budget = 3;
     auto import = (*db)->datasets().BeginImport(o);
-    if (!import.ok() || !(*import)->Write(Rows(0, kRows)).ok()) _exit(3);
+    if (!import.ok() || !(*import)->Write(Rows(0, kRows)).ok() ||
+        !(*import)->Sync().ok()) {
+      _exit(3);
+    }
     _exit(0);
   }
   int status = 0;

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
@@ -239,6 +241,63 @@ TEST(DatasetParserTest, SinkErrorStopsTheParse) {
   EXPECT_THAT(parser->Finish(), StatusIs(absl::StatusCode::kUnavailable));
 }
 
+// The parser's number fast path (std::from_chars) must accept exactly what
+// absl::SimpleAtod accepts, with bit-identical values.
+TEST(DatasetParserTest, NumbersParseExactlyAsSimpleAtod) {
+  std::vector<std::string> tokens = {
+      "0",
+      "-0",
+      "+1.5",
+      "1.",
+      ".5",
+      "-.5",
+      "1e5",
+      "1E5",
+      "1e+5",
+      "00012",
+      "0x10",
+      "1e400",
+      "-1e400",
+      "1e-400",
+      "4.9e-324",
+      "2.2250738585072011e-308",
+      "1.7976931348623157e308",
+      "1.7976931348623159e308",
+      "nan",
+      "inf",
+      "-Infinity",
+      "1e",
+      "1.2.3",
+      "--1",
+      "0.1000000000000000055511151231257827021181583404541015625",
+      "123456789012345678901234567890",
+      "9007199254740993"};
+  uint64_t x = 88172645463325252ull;  // xorshift: varied bit patterns
+  for (int i = 0; i < 20000; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    double v;
+    std::memcpy(&v, &x, sizeof(v));
+    if (!std::isfinite(v)) continue;
+    tokens.push_back(absl::StrFormat(i % 3 == 0 ? "%.17g" : "%.*g",
+                                     i % 3 == 0 ? 0 : 1 + i % 17, v));
+    if (i % 3 == 0) tokens.back() = absl::StrFormat("%.17g", v);
+  }
+  ImportOptions o = Csv("n", 1);
+  o.label_kind = LabelKind::kReal;
+  for (const std::string& t : tokens) {
+    double want = 0;
+    const bool ok = absl::SimpleAtod(t, &want) && std::isfinite(want);
+    absl::StatusOr<ParsedRows> got =
+        ParseDatasetFile(o, absl::StrCat(t, ",1\n"));
+    ASSERT_EQ(got.ok(), ok) << t << ": " << got.status();
+    if (!ok) continue;
+    ASSERT_EQ(got->values.size(), 1u);
+    EXPECT_EQ(std::memcmp(&got->values[0], &want, sizeof(want)), 0) << t;
+  }
+}
+
 // ------------------------------------------------------------ staged import
 
 class StagedImportTest : public ::testing::Test {
@@ -285,6 +344,7 @@ TEST_F(StagedImportTest, RowsAreInvisibleUntilCommitAndTheNameIsReserved) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<StagedImport> import,
                        db_->datasets().BeginImport(Libsvm("s", 3)));
   ASSERT_OK(import->Write(kFile));
+  ASSERT_OK(import->Sync());
   EXPECT_EQ(import->rows_stored(), 4);  // two full blocks; one row pending
   EXPECT_EQ(Count("dataset_blocks"), 2);
   EXPECT_THAT(db_->datasets().Get("s"), StatusIs(absl::StatusCode::kNotFound));
@@ -344,6 +404,7 @@ TEST_F(StagedImportTest, DiscardAndDestructionLeaveNothingAndFreeTheName) {
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<StagedImport> import,
                          db_->datasets().BeginImport(Libsvm("s", 3)));
     ASSERT_OK(import->Write(kFile));
+    ASSERT_OK(import->Sync());
     EXPECT_EQ(Count("dataset_blocks"), 2);
   }  // destroyed without Commit
   EXPECT_EQ(Count("datasets"), 0);
@@ -361,6 +422,7 @@ TEST_F(StagedImportTest, BadLineAfterStoredBlocksRemovesEveryRowAndCopy) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<StagedImport> import,
                        db_->datasets().BeginImport(Libsvm("s", 3)));
   ASSERT_OK(import->Write(rows));
+  ASSERT_OK(import->Sync());
   EXPECT_EQ(Count("dataset_blocks"), 3);
   ASSERT_TRUE(FilesContain(mark)) << "the test cannot see staged rows";
   EXPECT_THAT(import->Write("1 1:1\n1 4:1\n"),
@@ -383,6 +445,8 @@ TEST_F(StagedImportTest, OtherWritersProceedBetweenBlocks) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<StagedImport> import,
                        db_->datasets().BeginImport(Libsvm("s", 3)));
   ASSERT_OK(import->Write("1 1:1\n-1 2:1\n1 3:1\n"));
+  ASSERT_OK(import->Sync());
+  ASSERT_EQ(Count("dataset_blocks"), 1);
   // The import holds no transaction between writes: other imports and
   // deletions commit meanwhile (a single long transaction would block them).
   ASSERT_OK(db_->datasets().Import(Libsvm("other", 3), kFile).status());
@@ -395,6 +459,23 @@ TEST_F(StagedImportTest, OtherWritersProceedBetweenBlocks) {
   EXPECT_EQ(listed[0].name, "s");
 }
 
+TEST_F(StagedImportTest, StorageErrorOfABlockSurfacesAndLeavesNothing) {
+  // The writer thread's second block fails to store.
+  ASSERT_OK(DatabaseTestPeer::Execute(
+      *db_,
+      "CREATE TRIGGER fail_block BEFORE INSERT ON dataset_blocks WHEN "
+      "NEW.block = 1 BEGIN SELECT RAISE(ABORT, 'injected failure'); END"));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<StagedImport> import,
+                       db_->datasets().BeginImport(Libsvm("s", 3)));
+  absl::Status s = import->Write(kFile);  // 2 full blocks queued
+  if (s.ok()) s = import->Sync();
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kFailedPrecondition,
+                         HasSubstr("injected failure")));
+  EXPECT_FALSE(import->Commit().ok());
+  EXPECT_EQ(Count("datasets"), 0);
+  EXPECT_EQ(Count("dataset_blocks"), 0);
+}
+
 TEST_F(StagedImportTest, CommitHookRunsOnlyInTheFinalTransaction) {
   int hook_runs = 0;
   ScopedCommitHook hook([&](Connection&) {
@@ -404,6 +485,7 @@ TEST_F(StagedImportTest, CommitHookRunsOnlyInTheFinalTransaction) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<StagedImport> import,
                        db_->datasets().BeginImport(Libsvm("s", 3)));
   ASSERT_OK(import->Write(kFile));
+  ASSERT_OK(import->Sync());
   ASSERT_GT(Count("dataset_blocks"), 0);
   EXPECT_EQ(hook_runs, 0);
   ASSERT_OK(import->Commit().status());
@@ -434,7 +516,10 @@ TEST_F(StagedImportTest, ImportsInterruptedByACrashAreDiscardedAtNextOpen) {
     auto db = Database::Open(path(), options);
     if (!db.ok()) _exit(2);
     auto import = (*db)->datasets().BeginImport(Libsvm("s", 3));
-    if (!import.ok() || !(*import)->Write(kFile).ok()) _exit(3);
+    if (!import.ok() || !(*import)->Write(kFile).ok() ||
+        !(*import)->Sync().ok()) {
+      _exit(3);
+    }
     _exit(0);
   }
   int status = 0;
