@@ -221,17 +221,6 @@ absl::Status InsertFeatureNamesLocked(Connection& conn, int64_t id,
   return absl::OkStatus();
 }
 
-// Staging transactions are not the change an RPC audits: while one of these
-// lives, the thread's commit hook (storage/sqlite.h) does not run.
-class SuspendCommitHook {
- public:
-  SuspendCommitHook()
-      : none_([](Connection&) -> absl::Status { return absl::OkStatus(); }) {}
-
- private:
-  ScopedCommitHook none_;
-};
-
 }  // namespace
 
 absl::StatusOr<DatasetRecord> DatasetStore::GetLocked(Connection& conn,
@@ -293,7 +282,7 @@ absl::StatusOr<DatasetRecord> DatasetStore::ImportParsed(
 absl::StatusOr<std::unique_ptr<StagedImport>> DatasetStore::BeginImport(
     const ImportOptions& options) {
   RETURN_IF_ERROR(options.Validate());
-  SuspendCommitHook staging;
+  ScopedCommitHookSuspension staging;
   ASSIGN_OR_RETURN(
       const int64_t id,
       db_.WithConnection([&](Connection& conn) -> absl::StatusOr<int64_t> {
@@ -321,7 +310,7 @@ absl::StatusOr<std::unique_ptr<StagedImport>> DatasetStore::BeginImport(
 }
 
 absl::StatusOr<int64_t> DatasetStore::DiscardStagedImports() {
-  SuspendCommitHook staging;
+  ScopedCommitHookSuspension staging;
   return db_.WithConnection([&](Connection& conn) -> absl::StatusOr<int64_t> {
     int64_t discarded = 0;
     {
@@ -441,7 +430,7 @@ void StagedImport::WriterLoop() {
 
 absl::Status StagedImport::StoreBlock(const ParsedRows& block, int64_t block_no,
                                       int64_t first_row) {
-  SuspendCommitHook staging;
+  ScopedCommitHookSuspension staging;
   return db_.WithConnection([&](Connection& conn) -> absl::Status {
     Transaction txn(conn);
     RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate,
@@ -539,7 +528,7 @@ absl::Status StagedImport::Discard() {
   done_ = true;
   StopWriter();
   parser_.reset();
-  SuspendCommitHook staging;
+  ScopedCommitHookSuspension staging;
   return db_.WithConnection([&](Connection& conn) -> absl::Status {
     {
       Transaction txn(conn);

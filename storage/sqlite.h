@@ -237,6 +237,18 @@ class ScopedCommitHook {
   bool running_ = false;
 };
 
+// While one lives, write transactions on this thread run no commit hook
+// (storage work that is not the change an RPC audits: staged import blocks,
+// batched audit records).
+class ScopedCommitHookSuspension {
+ public:
+  ScopedCommitHookSuspension()
+      : none_([](Connection&) -> absl::Status { return absl::OkStatus(); }) {}
+
+ private:
+  ScopedCommitHook none_;
+};
+
 }  // namespace dpopt::storage
 
 #endif  // DPOPT_STORAGE_SQLITE_H_
