@@ -49,6 +49,16 @@ class RandomBits {
     --bits_left_;
     return bit;
   }
+  // 64 fresh uniform bits, straight from the source (the buffered bits of
+  // NextBit() are independent of them and stay for later). 0 after a failure.
+  uint64_t NextWord() {
+    const uint64_t word = source_.NextUint64();
+    if (!source_.status().ok()) {
+      ok_ = false;
+      return 0;
+    }
+    return word;
+  }
   // Uniform in [0, n), unbiased. REQUIRES: n > 0.
   uint64_t UniformInt(uint64_t n);
   // False once the underlying source has failed (sticky).
