@@ -714,6 +714,49 @@ TEST(NormalEnvelopeTest, ExactComparisonRefinesBeyondSixtyFourDigits) {
   EXPECT_LT(accepted, kTrials * 3 / 4);
 }
 
+// Where a_c is steep (the unit cells past 8: a_c' = -z a_c), a_c varies by
+// several units of 2^-64 over x's 64-digit interval, so a V strictly inside
+// that range is undecided at one word even though V's interval lies between
+// a_c(x's right end) and a_c(x's left end). Using the wrong end for either
+// bound would decide it at one word, wrongly for some completions.
+TEST(NormalEnvelopeTest, ExactComparisonHandlesVInsideTheRangeOfX) {
+  const Envelope& env = Envelope::Get();
+  SeededRandomForTesting rng(23);
+  RandomBits bits(rng);
+  int64_t inside = 0, accepted = 0;
+  for (int c = Envelope::kFineCells; c < Envelope::kFineCells + 2; ++c) {
+    for (int i = 0; i < 500; ++i) {
+      const uint64_t x_word = bits.NextWord() >> 3;  // x < 1/8: a_c > 0.3
+      MpRef xr(256), xl(256), a(256);
+      SetFromWords(xr.get(), {x_word}, true);
+      ReferenceAcceptance(c, xr.get(), a.get());
+      mpfr_mul_2ui(a.get(), a.get(), 64, MPFR_RNDN);
+      const uint64_t v_word = mpfr_get_uj(a.get(), MPFR_RNDU);  // >= a(xr)
+      SetFromWords(xl.get(), {x_word}, false);
+      ReferenceAcceptance(c, xl.get(), a.get());
+      mpfr_mul_2ui(a.get(), a.get(), 64, MPFR_RNDN);
+      if (mpfr_cmp_ui(a.get(), v_word + 1) < 0) continue;  // not inside
+      ++inside;
+      ASSERT_EQ(ReferenceDecision(c, {x_word}, {v_word}), 0);
+      LazyUniform x, v;
+      x.ResetToWord(x_word);
+      v.ResetToWord(v_word);
+      int64_t used = 0;
+      const bool accept = env.AcceptExact(c, x, v, bits, &used);
+      ASSERT_TRUE(bits.ok());
+      EXPECT_GE(used, 2);
+      accepted += accept;
+      EXPECT_EQ(
+          ReferenceDecision(c, Words(x, bits, used), Words(v, bits, used)),
+          accept ? 1 : -1)
+          << "cell " << c << " words " << used;
+    }
+  }
+  EXPECT_GT(inside, 500);
+  EXPECT_GT(accepted, inside / 10);
+  EXPECT_LT(accepted, inside * 9 / 10);
+}
+
 // The whole sampler with every comparison left to the exact fallback has
 // the exact law too (so the fallback is right, not merely rare).
 TEST(RoundedGaussianTest, ExactFallbackAloneMatchesTheExactLaw) {
