@@ -51,12 +51,11 @@ class RandomBits {
   }
   // 64 fresh uniform bits, straight from the source (the buffered bits of
   // NextBit() are independent of them and stay for later). 0 after a failure.
+  // A failed source returns 0 (RandomSource's contract), so its status is
+  // only read when the word is 0.
   uint64_t NextWord() {
     const uint64_t word = source_.NextUint64();
-    if (!source_.status().ok()) {
-      ok_ = false;
-      return 0;
-    }
+    if (word == 0 && !source_.status().ok()) ok_ = false;
     return word;
   }
   // Uniform in [0, n), unbiased. REQUIRES: n > 0.

@@ -366,19 +366,21 @@ void FastStandardNormal::Draw(RandomBits& bits) {
     const NormalEnvelope::Thresholds& th = envelope.thresholds(
         c, static_cast<int>(x_word >> (64 - NormalEnvelope::kSubBits)));
     const uint32_t v32 = static_cast<uint32_t>(v_word >> 32);
-    x_.ResetToWord(x_word);
     bool accept;
     if (!exact_only_ && v32 < th.accept_below) {
       accept = true;
+      x_.ResetToWord(x_word);
     } else if (!exact_only_ && v32 > th.reject_above) {
       accept = false;
     } else {
       ++exact_comparisons_;
+      x_.ResetToWord(x_word);
       v_.ResetToWord(v_word);
       accept = envelope.AcceptExact(c, x_, v_, bits);
     }
     if (!accept) continue;
     // S4.
+    x_word_ = x_word;
     integer_ = NormalEnvelope::CellInteger(c);
     exponent_ = NormalEnvelope::CellExponent(c);
     negative_ = bits.NextBit() == 1;
@@ -431,8 +433,18 @@ int64_t RoundedGaussianSampler::Sample(RandomBits& bits) {
   // |Z| = (I + x) 2^-e, so tau |Z| = M 2^-(F + e) (I + x); round it, then
   // apply the sign (round() is odd).
   const Dyadic scaled{tau_.mantissa, tau_.exponent + normal_.exponent()};
-  const int64_t magnitude =
-      RoundScaledLazy(scaled, normal_.integer(), normal_.fraction(), bits);
+  // RoundScaledLazy's first step at p = 64, inline: almost always decides.
+  const uint128 m2 = 2 * static_cast<uint128>(scaled.mantissa);
+  const int f = scaled.exponent;
+  const uint128 na = ((static_cast<uint128>(normal_.integer()) << 64) |
+                      normal_.fraction_word()) *
+                         m2 +
+                     (static_cast<uint128>(1) << (f + 64));
+  const uint128 lo = na >> (f + 65);
+  const int64_t magnitude = lo == (na + m2 - 1) >> (f + 65)
+                                ? static_cast<int64_t>(lo)
+                                : RoundScaledLazy(scaled, normal_.integer(),
+                                                  normal_.fraction(), bits);
   return normal_.negative() ? -magnitude : magnitude;
 }
 

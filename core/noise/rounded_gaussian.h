@@ -1,5 +1,8 @@
 // Exact sampling of round(tau * Z), Z ~ N(0, 1): the continuous Gaussian
-// rounded to the nearest integer, with no floating point on the sampling path.
+// rounded to the nearest integer. No noise value is ever rounded: the fast
+// path is integer comparisons, and the only floating-point arithmetic (MPFR,
+// when the tables are built and in a rare fallback) computes certified
+// bounds, with directed rounding, that decide comparisons exactly.
 //
 // Why. Adding round(tau * Z) to an integer (a value already on the noise grid)
 // releases round(x + tau * Z), a post-processing of the continuous Gaussian
@@ -29,6 +32,7 @@
 //     cell restarts at S1.
 //   S2. x uniform in [0, 1) (a LazyUniform: its first 64 digits are one
 //     word, more are drawn only if needed), V uniform in [0, 1) likewise.
+//     (So a proposal costs three 64-bit words, and S4 one more bit.)
 //   S3. Accept iff V < a_c(z) = K h_c exp(-z^2 / 2) / w_c (<= 1 by the choice
 //     of w_c), else restart at S1.
 //   S4. |Z| = z = (I_c + x) 2^-e_c, negated with probability 1/2.
@@ -48,9 +52,12 @@
 // digits, drawing one more 64-digit word of both until the brackets separate;
 // this terminates with probability 1 because V = a_c(z) has probability 0.
 // The fallback is a comparison of the same V and x, not a new draw: S3's
-// outcome is the same as with infinite precision.
+// outcome is the same as with infinite precision. (MPFR's per-thread caches
+// are kept until the thread exits, then freed: refilling them per call would
+// cost 5x the exponentials.)
 // The tables do not depend on tau: they are built once per process (about
-// 10 ms, on the first Create()) and shared read-only by all threads.
+// 25 ms on 2 shared cores, on the first Create()), then shared read-only by
+// all threads; later Create() calls cost nothing extra.
 // Rounding: tau = M * 2^-F is an exact dyadic rational (RoundUpToDyadic, as
 // for the discrete samplers; rounding tau up only adds privacy), so
 // round(tau z) = round(M 2^-(F + e_c) (I_c + x)) is decided by comparing x's
@@ -65,9 +72,8 @@
 //
 // ExactStandardNormal is the previous sampler of the same law (Karney 2016,
 // "Sampling exactly from the normal distribution", ACM TOMS 42(1), Algorithm
-// N, with Bernoulli(exp(-1/2)) by CKS 2020 Algorithm 1), which uses no
-// tables; the vector Laplace mechanism still uses it, and the tests use it as
-// an independent reference:
+// N, with Bernoulli(exp(-1/2)) by CKS 2020 Algorithm 1), which uses no tables
+// and no MPFR, about 7x slower; the vector Laplace mechanism still uses it:
 //   N1. k >= 0 with probability exp(-k/2) (1 - exp(-1/2)): count successes of
 //       Bernoulli(exp(-1/2)) before the first failure;
 //   N2. accept with probability exp(-k (k - 1) / 2) (k (k - 1) such trials);
@@ -251,6 +257,8 @@ class FastStandardNormal {
   uint32_t integer() const { return integer_; }
   int exponent() const { return exponent_; }
   LazyUniform& fraction() { return x_; }
+  // The fraction's first 64 digits (fraction().Prefix64(), without a call).
+  uint64_t fraction_word() const { return x_word_; }
 
   // Tests: decide every S3 comparison with NormalEnvelope::AcceptExact (the
   // fallback) instead of the tables.
@@ -263,6 +271,7 @@ class FastStandardNormal {
   bool negative_ = false;
   uint32_t integer_ = 0;
   int exponent_ = 0;
+  uint64_t x_word_ = 0;
   bool exact_only_ = false;
   int64_t exact_comparisons_ = 0;
   LazyUniform x_;

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -778,6 +779,29 @@ TEST(RoundedGaussianTest, ExactFallbackAloneMatchesTheExactLaw) {
   ASSERT_OK_AND_ASSIGN(auto tiny, RoundedGaussianSampler::Create(0.0625));
   tiny.set_exact_comparisons_only_for_testing(true);
   for (int64_t x : DrawRounded(tiny, 103, 20000)) ASSERT_EQ(x, 0);
+}
+
+// Job threads draw noise and exit: the fallback's MPFR caches are freed at
+// thread exit (under LeakSanitizer, scripts/sanitize.sh, a leak fails this).
+// Threads share the one envelope.
+TEST(RoundedGaussianTest, FallbackOnThreadsThatExit) {
+  std::vector<std::thread> threads;
+  std::vector<int64_t> fallbacks(2, 0);
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([t, &fallbacks] {
+      absl::StatusOr<RoundedGaussianSampler> sampler =
+          RoundedGaussianSampler::Create(3.0);
+      if (!sampler.ok()) return;
+      sampler->set_exact_comparisons_only_for_testing(true);
+      SeededRandomForTesting rng(200 + t);
+      RandomBits bits(rng);
+      for (int i = 0; i < 1000; ++i) sampler->Sample(bits);
+      fallbacks[t] = sampler->exact_comparisons();
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_GE(fallbacks[0], 1000);
+  EXPECT_GE(fallbacks[1], 1000);
 }
 
 TEST(RoundedGaussianTest, RejectsOutOfRangeScales) {
