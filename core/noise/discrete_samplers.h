@@ -49,6 +49,15 @@ class RandomBits {
     --bits_left_;
     return bit;
   }
+  // 64 fresh uniform bits, straight from the source (the buffered bits of
+  // NextBit() are independent of them and stay for later). 0 after a failure.
+  // A failed source returns 0 (RandomSource's contract), so its status is
+  // only read when the word is 0.
+  uint64_t NextWord() {
+    const uint64_t word = source_.NextUint64();
+    if (word == 0 && !source_.status().ok()) ok_ = false;
+    return word;
+  }
   // Uniform in [0, n), unbiased. REQUIRES: n > 0.
   uint64_t UniformInt(uint64_t n);
   // False once the underlying source has failed (sticky).
