@@ -64,6 +64,13 @@
 // digits with a rational threshold in integer arithmetic (almost always from
 // x's first 64 digits; RoundScaledLazy).
 //
+// Timing: a sample's cost depends on the sample (rejections, and about 1
+// sample in 1300 takes the ~3 us fallback), never on the data; as with every
+// rejection sampler, a fine enough clock on one release could learn a little
+// about its noise. dpopt exposes only job start/finish times (whole jobs of
+// many samples), which the documentation lists as data-independent up to
+// such noise-dependent variation.
+//
 // Exactness: the output has exactly the law of round(tau * Z) conditioned on
 // |Z| < 64; the excluded mass is below exp(-2000) (total variation, so it
 // could add at most that to a delta). Ties (tau * Z a half-integer) have
