@@ -215,6 +215,7 @@ def main():
     counts = {s: 0 for s in SCENARIOS}
     running_at_kill = 0
     imports_cut = 0
+    staged_left = 0
     refusals = set()
     submits_cut = 0
     try:
@@ -266,13 +267,15 @@ def main():
             counts[scenario] += 1
             running_at_kill += running
             imports_cut += flight["import"] + flight["delete"]
+            staged_left += before["staged_imports"]
             submits_cut += flight["submit"]
             refusals |= w.refusals
             print(f"trial {trial:3d} {scenario:9s} kill at {delay:5.2f} s: in flight "
                   f"{flight['import']} import, {flight['delete']} delete, "
                   f"{flight['submit']} submit, {flight['wait']} wait; {running} running; "
                   f"acked {len(ack['jobs'])} jobs, {len(ack['datasets'])} imports, {w.refused} "
-                  f"refused; ledger "
+                  f"refused; {before['staged_imports']} staged import(s) left by the kill, "
+                  f"removed at restart; ledger "
                   f"{after['charges']} charges, {after['jobs']} jobs; checks ok", flush=True)
     except (h.InvariantError, RuntimeError) as e:
         failed = e
@@ -281,7 +284,7 @@ def main():
     elapsed = time.monotonic() - t0
     print(f"crash harness: {done} trials in {elapsed:.0f} s (seed {seed}); per scenario "
           f"{counts}; kills with jobs running: {running_at_kill} jobs; imports/deletes cut: "
-          f"{imports_cut}; submits cut: {submits_cut}; refusals seen: {sorted(refusals)}", flush=True)
+          f"{imports_cut} ({staged_left} staged imports removed at restart); submits cut: {submits_cut}; refusals seen: {sorted(refusals)}", flush=True)
     if failed is not None:
         print(f"FAILED: {failed}\nserver log tail:\n{server.tail()}", flush=True)
         print(f"work dir kept: {work}")

@@ -177,6 +177,9 @@ def read_mark(mark_path):
     return int(text[len(prefix):-1])
 
 
+IMPORT_IN_PROGRESS = -1  # datasets.deleted_at of a staged import
+
+
 def check_database(db_path, acknowledged=None, expect_no_live_jobs=False):
     """Checks the stored invariants of a dpopt database; raises InvariantError.
 
@@ -191,7 +194,10 @@ def check_database(db_path, acknowledged=None, expect_no_live_jobs=False):
       recomputed here independently of the server);
     - no half-imported dataset: every live dataset's blocks are numbered
       0..k-1, contiguous in rows, and add up to its row and nonzero counts;
-      a deleted dataset has no rows left;
+      a deleted dataset has no rows left; an import in progress (deleted_at
+      = -1, storage/dataset_store.h kImportInProgress: invisible to every
+      reader) has a contiguous prefix of blocks, and none survives a restart
+      (expect_no_live_jobs);
     - if expect_no_live_jobs (right after a restart, before new work): no
       job is QUEUED or RUNNING (interrupted jobs became FAILED);
     - `acknowledged` (optional): {"jobs": {id: state_seen}, "datasets": set}
@@ -240,9 +246,17 @@ def check_database(db_path, acknowledged=None, expect_no_live_jobs=False):
         if over:
             errors.append(f"budget exceeded (name, eps budget, eps spent, ...): {over}")
         datasets = _q(conn, "SELECT id, name, num_rows, nonzeros, deleted_at FROM datasets")
+        staged_imports = 0
         for did, name, num_rows, nnz, deleted_at in datasets:
             blocks = _q(conn, "SELECT block, first_row, num_rows, nonzeros FROM dataset_blocks "
                               "WHERE dataset_id = ? ORDER BY block", did)
+            if deleted_at == IMPORT_IN_PROGRESS:
+                staged_imports += 1
+                if expect_no_live_jobs:
+                    errors.append(f"staged import {name} survived the restart")
+                if any(b[0] != i for i, b in enumerate(blocks)):
+                    errors.append(f"staged import {name}: blocks not contiguous")
+                continue
             if deleted_at:
                 if blocks:
                     errors.append(f"deleted dataset {name} still has {len(blocks)} blocks")
@@ -266,7 +280,7 @@ def check_database(db_path, acknowledged=None, expect_no_live_jobs=False):
                     errors.append(f"acknowledged job {jid} is gone")
                 elif seen == SUCCEEDED and states[jid] != SUCCEEDED:
                     errors.append(f"job {jid} was SUCCEEDED, now state {states[jid]}")
-            names = {r[1] for r in datasets}
+            names = {r[1] for r in datasets if r[4] != IMPORT_IN_PROGRESS}
             for name in acknowledged.get("datasets", ()):
                 if name not in names:
                     errors.append(f"acknowledged import {name} is gone")
@@ -277,6 +291,7 @@ def check_database(db_path, acknowledged=None, expect_no_live_jobs=False):
             "jobs": _q(conn, "SELECT count(*) FROM jobs")[0][0],
             "datasets": len(datasets),
             "last_seq": seqs[-1] if seqs else 0,
+            "staged_imports": staged_imports,
         }
     finally:
         conn.close()
