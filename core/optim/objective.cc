@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
+#include "core/optim/parallel.h"
 
 namespace dpopt::optim {
 namespace {
@@ -24,6 +25,49 @@ double LogisticDerivative(double m) {
     return -e / (1.0 + e);
   }
   return -1.0 / (1.0 + std::exp(m));
+}
+
+// Rows whose norm is in [kLowNorm, kHighNorm] are clipped directly; the
+// others through Dataset::RowScale (no overflow or underflow).
+constexpr double kLowNorm = 0x1.0p-500;
+constexpr double kHighNorm = 0x1.0p400;
+
+// The losses with one score (every loss but softmax): from the score
+// s = <w, x_i> and the effective label y, writes the gradient coefficient
+// to *c and returns the loss (0 unless kWantLoss). The single definition of
+// these losses, used by ExampleCoefficients and the batched kernels.
+template <LossKind kLoss, bool kWantLoss>
+inline double ScalarCoefficient(double huber_width, double s, double y,
+                                double* c) {
+  if constexpr (kLoss == LossKind::kLogistic) {
+    const double m = y * s;
+    *c = y * LogisticDerivative(m);
+    return kWantLoss ? LogisticLoss(m) : 0.0;
+  } else if constexpr (kLoss == LossKind::kHinge) {
+    const double m = y * s;
+    *c = m < 1.0 ? -y : 0.0;
+    return std::max(0.0, 1.0 - m);
+  } else if constexpr (kLoss == LossKind::kHuberizedHinge) {
+    const double h = huber_width;
+    const double m = y * s;
+    if (m > 1.0 + h) {
+      *c = 0.0;
+      return 0.0;
+    }
+    if (m < 1.0 - h) {
+      *c = -y;
+      return 1.0 - m;
+    }
+    const double r = 1.0 + h - m;
+    *c = -y * r / (2.0 * h);
+    return r * r / (4.0 * h);
+  } else {
+    static_assert(kLoss == LossKind::kLeastSquares);
+    const double r = s - y;  // may be +-Inf, never NaN
+    constexpr double kMax = std::numeric_limits<double>::max();
+    *c = std::clamp(r, -kMax, kMax);  // finite; clipping bounds it
+    return 0.5 * r * r;
+  }
 }
 
 }  // namespace
@@ -165,38 +209,20 @@ double Objective::ExampleCoefficients(
     const Dataset& data, int64_t i, const Eigen::Ref<const Eigen::VectorXd>& w,
     Eigen::Ref<Eigen::VectorXd> c) const {
   const double y = EffectiveLabel(data, i);
+  const double h = config_.huber_width;
   switch (config_.loss) {
-    case LossKind::kLogistic: {
-      const double m = y * data.RowDot(i, w);
-      c[0] = y * LogisticDerivative(m);
-      return LogisticLoss(m);
-    }
-    case LossKind::kHinge: {
-      const double m = y * data.RowDot(i, w);
-      c[0] = m < 1.0 ? -y : 0.0;
-      return std::max(0.0, 1.0 - m);
-    }
-    case LossKind::kHuberizedHinge: {
-      const double h = config_.huber_width;
-      const double m = y * data.RowDot(i, w);
-      if (m > 1.0 + h) {
-        c[0] = 0.0;
-        return 0.0;
-      }
-      if (m < 1.0 - h) {
-        c[0] = -y;
-        return 1.0 - m;
-      }
-      const double r = 1.0 + h - m;
-      c[0] = -y * r / (2.0 * h);
-      return r * r / (4.0 * h);
-    }
-    case LossKind::kLeastSquares: {
-      const double r = data.RowDot(i, w) - y;  // may be +-Inf, never NaN
-      constexpr double kMax = std::numeric_limits<double>::max();
-      c[0] = std::clamp(r, -kMax, kMax);  // finite; clipping bounds it
-      return 0.5 * r * r;
-    }
+    case LossKind::kLogistic:
+      return ScalarCoefficient<LossKind::kLogistic, true>(h, data.RowDot(i, w),
+                                                          y, &c[0]);
+    case LossKind::kHinge:
+      return ScalarCoefficient<LossKind::kHinge, true>(h, data.RowDot(i, w), y,
+                                                       &c[0]);
+    case LossKind::kHuberizedHinge:
+      return ScalarCoefficient<LossKind::kHuberizedHinge, true>(
+          h, data.RowDot(i, w), y, &c[0]);
+    case LossKind::kLeastSquares:
+      return ScalarCoefficient<LossKind::kLeastSquares, true>(
+          h, data.RowDot(i, w), y, &c[0]);
     case LossKind::kSoftmax: {
       // loss = logsumexp(s) - s_y; c = softmax(s) - e_y.
       const int k = outputs_;
@@ -262,9 +288,7 @@ void Objective::AddClippedExampleGradient(
   // Direct path: the row's norm is far from overflow and underflow, so the
   // coefficients below stay normal numbers and every product is bounded by
   // the clip norm.
-  constexpr double kLow = 0x1.0p-500;
-  constexpr double kHigh = 0x1.0p400;
-  if (row_norm >= kLow && row_norm <= kHigh) {
+  if (row_norm >= kLowNorm && row_norm <= kHighNorm) {
     const double g_norm = c_norm * row_norm;  // may be +Inf: then clipped
     if (g_norm <= clip) {
       AddScaledExampleGradient(data, i, c, 1.0, out);
@@ -298,6 +322,282 @@ void Objective::AddClippedExampleGradient(
   }
 }
 
+// ---------------------------------------------------------------------------
+// Batched kernels.
+
+struct Objective::Kernels {
+  // What a row's coefficient c_i becomes before out += a_i * x_i.
+  enum class Mode {
+    kScaled,  // a_i = scale * c_i
+    kClipL2,  // clip_C in the L2 norm (as AddClippedExampleGradient)
+    kClipL1,  // clip_C in the L1 norm
+  };
+  static constexpr int kBlock = 64;  // rows gathered before scattering
+  static constexpr int kAhead = 16;  // rows prefetched ahead
+
+  // ||x_i|| as the oracles' caches held it (see AddClippedGradientSum).
+  static double RowNormFor(const Dataset& data, int64_t i, Mode mode) {
+    if (mode == Mode::kClipL2) return data.RowNorm(i);
+    if (!data.is_sparse()) return data.dense().row(i).lpNorm<1>();
+    double s = 0;
+    for (SparseRows::InnerIterator it(data.sparse(), i); it; ++it) {
+      s += std::abs(it.value());
+    }
+    return s;
+  }
+
+  // Sparse rows: the CSR arrays.
+  struct Csr {
+    Csr() = default;
+    explicit Csr(const SparseRows& x)
+        : outer(x.outerIndexPtr()),
+          nnz(x.innerNonZeroPtr()),
+          inner(x.innerIndexPtr()),
+          value(x.valuePtr()) {}
+    int64_t begin(int64_t i) const { return outer[i]; }
+    int64_t end(int64_t i) const {
+      return nnz == nullptr ? outer[i + 1] : outer[i] + nnz[i];
+    }
+    const int64_t* outer = nullptr;
+    const int64_t* nnz = nullptr;  // null when compressed (always, Dataset)
+    const int64_t* inner = nullptr;
+    const double* value = nullptr;
+  };
+
+  static void PrefetchSparseRow(const Csr& x, int64_t i) {
+    constexpr int64_t kLine = 8;      // doubles (or int64s) per cache line
+    constexpr int64_t kMaxLines = 8;  // longer rows: the hardware streams
+    const int64_t b = x.begin(i);
+    const int64_t e = std::min(x.end(i), b + kLine * kMaxLines);
+    for (int64_t k = b; k < e; k += kLine) {
+      __builtin_prefetch(x.value + k);
+      __builtin_prefetch(x.inner + k);
+    }
+    if (e > b) {
+      __builtin_prefetch(x.value + e - 1);
+      __builtin_prefetch(x.inner + e - 1);
+    }
+  }
+
+  // One-score losses: rows row_at(pos), pos in [begin, end), accumulated
+  // into out in that order. kNorm: 0 none, 1 L2 (sum of squares), 2 L1.
+  template <LossKind kLoss, bool kSparse, int kNorm, typename RowAt>
+  static void ScalarRows(const Objective& obj, const Dataset& data,
+                         const RowAt& row_at, int64_t begin, int64_t end,
+                         const Eigen::Ref<const Eigen::VectorXd>& w, Mode mode,
+                         double param, Eigen::Ref<Eigen::VectorXd> out) {
+    const double huber_width = obj.config_.huber_width;
+    const double* wp = w.data();
+    double* op = out.data();
+    Csr csr;
+    if constexpr (kSparse) csr = Csr(data.sparse());
+    const Eigen::MatrixXd& dense = data.dense();
+    const int64_t d = data.dimension();
+    int64_t row[kBlock];
+    double score[kBlock];
+    double norm[kBlock];
+    double a[kBlock];
+    bool slow[kBlock];
+    for (int64_t b0 = begin; b0 < end; b0 += kBlock) {
+      const int n = static_cast<int>(std::min<int64_t>(kBlock, end - b0));
+      for (int k = 0; k < n; ++k) row[k] = row_at(b0 + k);
+      // 1. Gather: scores and norms, prefetching rows ahead.
+      for (int k = 0; k < n; ++k) {
+        const int64_t i = row[k];
+        if (b0 + k + 2 * kAhead < end) {
+          const int64_t far = row_at(b0 + k + 2 * kAhead);
+          if constexpr (kSparse) __builtin_prefetch(csr.outer + far);
+        }
+        if (b0 + k + kAhead < end) {
+          const int64_t next = row_at(b0 + k + kAhead);
+          if constexpr (kSparse) {
+            PrefetchSparseRow(csr, next);
+          } else if (d <= 256) {
+            for (int64_t j = 0; j < d; ++j) __builtin_prefetch(&dense(next, j));
+          }
+        }
+        double s = 0.0;
+        double q = 0.0;
+        if constexpr (kSparse) {
+          const int64_t e = csr.end(i);
+          for (int64_t t = csr.begin(i); t < e; ++t) {
+            const double v = csr.value[t];
+            s += v * wp[csr.inner[t]];
+            if constexpr (kNorm == 1) q += v * v;
+            if constexpr (kNorm == 2) q += std::abs(v);
+          }
+          if constexpr (kNorm == 1) q = std::sqrt(q);
+        } else {
+          s = dense.row(i).dot(w);
+          if constexpr (kNorm == 1) q = dense.row(i).norm();
+          if constexpr (kNorm == 2) q = dense.row(i).lpNorm<1>();
+        }
+        // Overflow: Dataset::RowDot recomputes the same sum, then rescales.
+        if (!std::isfinite(s)) s = data.RowDot(i, w);
+        score[k] = s;
+        norm[k] = q;
+      }
+      // 2. Coefficients and the multiplier of each row.
+      for (int k = 0; k < n; ++k) {
+        double c;
+        ScalarCoefficient<kLoss, false>(huber_width, score[k],
+                                        obj.EffectiveLabel(data, row[k]), &c);
+        slow[k] = false;
+        if (mode == Mode::kScaled) {
+          a[k] = param * c;
+          continue;
+        }
+        // As AddClippedExampleGradient with one output.
+        const double c_norm = std::abs(c);
+        const double r = norm[k];
+        if (r >= kLowNorm && r <= kHighNorm) {
+          const double g_norm = c_norm * r;
+          a[k] = c_norm == 0       ? 0.0
+                 : g_norm <= param ? c
+                                   : param * (c / c_norm) / r;
+        } else {
+          a[k] = 0.0;
+          slow[k] = true;
+        }
+      }
+      // 3. Scatter, in row order.
+      for (int k = 0; k < n; ++k) {
+        const int64_t i = row[k];
+        if (slow[k]) {
+          double c_buf[1];
+          Eigen::Map<Eigen::VectorXd> c(c_buf, 1);
+          obj.AddClippedExampleGradient(
+              data, i, w, mode == Mode::kClipL2 ? ClipNorm::kL2 : ClipNorm::kL1,
+              param, norm[k], c, out);
+          continue;
+        }
+        const double ak = a[k];
+        if constexpr (kSparse) {
+          const int64_t e = csr.end(i);
+          for (int64_t t = csr.begin(i); t < e; ++t) {
+            op[csr.inner[t]] += ak * csr.value[t];
+          }
+        } else {
+          out.noalias() += ak * dense.row(i).transpose();
+        }
+      }
+    }
+  }
+
+  // Softmax: the per-example calls, row by row (norms on the fly).
+  template <typename RowAt>
+  static void VectorRows(const Objective& obj, const Dataset& data,
+                         const RowAt& row_at, int64_t begin, int64_t end,
+                         const Eigen::Ref<const Eigen::VectorXd>& w, Mode mode,
+                         double param, Eigen::Ref<Eigen::VectorXd> out) {
+    Eigen::VectorXd c(obj.outputs_);
+    for (int64_t pos = begin; pos < end; ++pos) {
+      const int64_t i = row_at(pos);
+      if (mode == Mode::kScaled) {
+        obj.ExampleCoefficients(data, i, w, c);
+        obj.AddScaledExampleGradient(data, i, c, param, out);
+      } else {
+        obj.AddClippedExampleGradient(
+            data, i, w, mode == Mode::kClipL2 ? ClipNorm::kL2 : ClipNorm::kL1,
+            param, RowNormFor(data, i, mode), c, out);
+      }
+    }
+  }
+
+  template <LossKind kLoss, bool kSparse, typename RowAt>
+  static void ScalarRowsFor(const Objective& obj, const Dataset& data,
+                            const RowAt& row_at, int64_t begin, int64_t end,
+                            const Eigen::Ref<const Eigen::VectorXd>& w,
+                            Mode mode, double param,
+                            Eigen::Ref<Eigen::VectorXd> out) {
+    switch (mode) {
+      case Mode::kScaled:
+        return ScalarRows<kLoss, kSparse, 0>(obj, data, row_at, begin, end, w,
+                                             mode, param, out);
+      case Mode::kClipL2:
+        return ScalarRows<kLoss, kSparse, 1>(obj, data, row_at, begin, end, w,
+                                             mode, param, out);
+      case Mode::kClipL1:
+        return ScalarRows<kLoss, kSparse, 2>(obj, data, row_at, begin, end, w,
+                                             mode, param, out);
+    }
+  }
+
+  template <LossKind kLoss, typename RowAt>
+  static void ScalarRowsFor(const Objective& obj, const Dataset& data,
+                            const RowAt& row_at, int64_t begin, int64_t end,
+                            const Eigen::Ref<const Eigen::VectorXd>& w,
+                            Mode mode, double param,
+                            Eigen::Ref<Eigen::VectorXd> out) {
+    if (data.is_sparse()) {
+      ScalarRowsFor<kLoss, true>(obj, data, row_at, begin, end, w, mode, param,
+                                 out);
+    } else {
+      ScalarRowsFor<kLoss, false>(obj, data, row_at, begin, end, w, mode, param,
+                                  out);
+    }
+  }
+
+  // Accumulates rows row_at(pos), pos in [begin, end), into out.
+  template <typename RowAt>
+  static void Rows(const Objective& obj, const Dataset& data,
+                   const RowAt& row_at, int64_t begin, int64_t end,
+                   const Eigen::Ref<const Eigen::VectorXd>& w, Mode mode,
+                   double param, Eigen::Ref<Eigen::VectorXd> out) {
+    switch (obj.config_.loss) {
+      case LossKind::kLogistic:
+        return ScalarRowsFor<LossKind::kLogistic>(obj, data, row_at, begin, end,
+                                                  w, mode, param, out);
+      case LossKind::kHinge:
+        return ScalarRowsFor<LossKind::kHinge>(obj, data, row_at, begin, end, w,
+                                               mode, param, out);
+      case LossKind::kHuberizedHinge:
+        return ScalarRowsFor<LossKind::kHuberizedHinge>(
+            obj, data, row_at, begin, end, w, mode, param, out);
+      case LossKind::kLeastSquares:
+        return ScalarRowsFor<LossKind::kLeastSquares>(obj, data, row_at, begin,
+                                                      end, w, mode, param, out);
+      case LossKind::kSoftmax:
+        return VectorRows(obj, data, row_at, begin, end, w, mode, param, out);
+    }
+  }
+};
+
+void Objective::AddClippedGradientSum(
+    const Dataset& data, absl::Span<const int64_t> rows,
+    const Eigen::Ref<const Eigen::VectorXd>& w, ClipNorm norm, double clip,
+    Eigen::Ref<Eigen::VectorXd> out) const {
+  const Kernels::Mode mode =
+      norm == ClipNorm::kL2 ? Kernels::Mode::kClipL2 : Kernels::Mode::kClipL1;
+  const auto row_at = [rows](int64_t pos) { return rows[pos]; };
+  const Chunking chunking = ChunkRows(static_cast<int64_t>(rows.size()),
+                                      dimension_, parameter_size());
+  ChunkedVectorSum(
+      chunking, GetParallelOptions().threads,
+      [&](int64_t chunk, Eigen::Ref<Eigen::VectorXd> acc) {
+        Kernels::Rows(*this, data, row_at, chunking.begin(chunk),
+                      chunking.end(chunk), w, mode, clip, acc);
+      },
+      out);
+}
+
+void Objective::AddGradientSum(const Dataset& data,
+                               const Eigen::Ref<const Eigen::VectorXd>& w,
+                               double scale,
+                               Eigen::Ref<Eigen::VectorXd> out) const {
+  const auto row_at = [](int64_t pos) { return pos; };
+  const Chunking chunking =
+      ChunkRows(data.rows(), dimension_, parameter_size());
+  ChunkedVectorSum(
+      chunking, GetParallelOptions().threads,
+      [&](int64_t chunk, Eigen::Ref<Eigen::VectorXd> acc) {
+        Kernels::Rows(*this, data, row_at, chunking.begin(chunk),
+                      chunking.end(chunk), w, Kernels::Mode::kScaled, scale,
+                      acc);
+      },
+      out);
+}
+
 Eigen::VectorXd Objective::ExampleGradient(
     const Dataset& data, int64_t i,
     const Eigen::Ref<const Eigen::VectorXd>& w) const {
@@ -321,23 +621,24 @@ void Objective::AddSmoothRegularizerGradient(
 
 double Objective::Loss(const Dataset& data,
                        const Eigen::Ref<const Eigen::VectorXd>& w) const {
-  Eigen::VectorXd c(outputs_);
-  double sum = 0.0;
-  for (int64_t i = 0; i < data.rows(); ++i) {
-    sum += ExampleCoefficients(data, i, w, c);
-  }
+  const Chunking chunking =
+      ChunkRows(data.rows(), dimension_, parameter_size());
+  const double sum = ChunkedScalarSum(
+      chunking, GetParallelOptions().threads, [&](int64_t chunk) {
+        Eigen::VectorXd c(outputs_);
+        double s = 0.0;
+        for (int64_t i = chunking.begin(chunk); i < chunking.end(chunk); ++i) {
+          s += ExampleCoefficients(data, i, w, c);
+        }
+        return s;
+      });
   return sum / static_cast<double>(data.rows()) + Regularizer(w);
 }
 
 Eigen::VectorXd Objective::SmoothGradient(
     const Dataset& data, const Eigen::Ref<const Eigen::VectorXd>& w) const {
-  Eigen::VectorXd c(outputs_);
   Eigen::VectorXd g = Eigen::VectorXd::Zero(parameter_size());
-  const double inv_n = 1.0 / static_cast<double>(data.rows());
-  for (int64_t i = 0; i < data.rows(); ++i) {
-    ExampleCoefficients(data, i, w, c);
-    AddScaledExampleGradient(data, i, c, inv_n, g);
-  }
+  AddGradientSum(data, w, 1.0 / static_cast<double>(data.rows()), g);
   AddSmoothRegularizerGradient(w, g);
   return g;
 }
@@ -347,25 +648,33 @@ double Objective::Accuracy(const Dataset& data,
   if (config_.loss == LossKind::kLeastSquares || data.rows() == 0) {
     return std::numeric_limits<double>::quiet_NaN();
   }
-  int64_t correct = 0;
-  for (int64_t i = 0; i < data.rows(); ++i) {
-    if (config_.loss == LossKind::kSoftmax) {
-      int best = 0;
-      double best_score = -std::numeric_limits<double>::infinity();
-      for (int j = 0; j < outputs_; ++j) {
-        const double s = data.RowDot(i, w.segment(j * dimension_, dimension_));
-        if (s > best_score) {
-          best_score = s;
-          best = j;
+  const Chunking chunking =
+      ChunkRows(data.rows(), dimension_, parameter_size());
+  // Counts below 2^53: exact in any order.
+  const double correct = ChunkedScalarSum(
+      chunking, GetParallelOptions().threads, [&](int64_t chunk) {
+        int64_t n = 0;
+        for (int64_t i = chunking.begin(chunk); i < chunking.end(chunk); ++i) {
+          if (config_.loss == LossKind::kSoftmax) {
+            int best = 0;
+            double best_score = -std::numeric_limits<double>::infinity();
+            for (int j = 0; j < outputs_; ++j) {
+              const double s =
+                  data.RowDot(i, w.segment(j * dimension_, dimension_));
+              if (s > best_score) {
+                best_score = s;
+                best = j;
+              }
+            }
+            n += (best == static_cast<int>(data.label(i)));
+          } else {
+            const double pred = data.RowDot(i, w) >= 0 ? 1.0 : -1.0;
+            n += (pred == data.label(i));
+          }
         }
-      }
-      correct += (best == static_cast<int>(data.label(i)));
-    } else {
-      const double pred = data.RowDot(i, w) >= 0 ? 1.0 : -1.0;
-      correct += (pred == data.label(i));
-    }
-  }
-  return static_cast<double>(correct) / static_cast<double>(data.rows());
+        return static_cast<double>(n);
+      });
+  return correct / static_cast<double>(data.rows());
 }
 
 }  // namespace dpopt::optim

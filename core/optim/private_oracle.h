@@ -137,12 +137,9 @@ class PrivateGradientOracle {
   noise::RandomSource& rng_;
   const NoiseAdder& noise_;
   ReleaseBudget& budget_;
-  Eigen::VectorXd row_l2_;  // ||x_i||_2, computed lazily
-  Eigen::VectorXd row_l1_;  // ||x_i||_1, computed lazily
   std::vector<int64_t> batch_;
   std::unique_ptr<PoissonSampler> sampler_;  // for the last rate used
   double sampler_rate_ = 0;
-  Eigen::VectorXd coef_;
   Eigen::VectorXd sum_;
 };
 
