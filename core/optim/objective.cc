@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -332,8 +333,17 @@ struct Objective::Kernels {
     kClipL2,  // clip_C in the L2 norm (as AddClippedExampleGradient)
     kClipL1,  // clip_C in the L1 norm
   };
-  static constexpr int kBlock = 64;  // rows gathered before scattering
-  static constexpr int kAhead = 16;  // rows prefetched ahead
+  static constexpr int kMaxBlock = 256;
+  // Rows per block. Sparse blocks stay in L1 between gather and scatter;
+  // contiguous dense blocks are swept column by column, 2 KB per column;
+  // scattered dense rows go in small blocks (each row touches d lines).
+  static constexpr int kSparseBlock = 64;
+  static constexpr int64_t kSparseBlockEntries = 2048;
+  static constexpr int kDenseBlock = 256;
+  static constexpr int kDenseRowBlock = 4;
+  // Sparse rows prefetched ahead. (Dense rows need none: the loads of a
+  // strided row are independent and already overlap.)
+  static constexpr int kSparseAhead = 16;
 
   // ||x_i|| as the oracles' caches held it (see AddClippedGradientSum).
   static double RowNormFor(const Dataset& data, int64_t i, Mode mode) {
@@ -379,109 +389,251 @@ struct Objective::Kernels {
     }
   }
 
-  // One-score losses: rows row_at(pos), pos in [begin, end), accumulated
-  // into out in that order. kNorm: 0 none, 1 L2 (sum of squares), 2 L1.
-  template <LossKind kLoss, bool kSparse, int kNorm, typename RowAt>
-  static void ScalarRows(const Objective& obj, const Dataset& data,
-                         const RowAt& row_at, int64_t begin, int64_t end,
-                         const Eigen::Ref<const Eigen::VectorXd>& w, Mode mode,
-                         double param, Eigen::Ref<Eigen::VectorXd> out) {
-    const double huber_width = obj.config_.huber_width;
+  // Scores <w, x_i> (bitwise Dataset::RowDot) and norms of a block of rows.
+  struct Block {
+    int n = 0;
+    bool contiguous = false;  // dense, and row[k] == row[0] + k
+    int64_t row[kMaxBlock];
+    double score[kMaxBlock];
+    double norm[kMaxBlock];  // kNorm 1: L2, 2: L1 (as RowNormFor)
+  };
+
+  // Calls consume(block) for consecutive blocks of the rows row_at(pos),
+  // pos in [begin, end). Sparse rows: one pass over the CSR entries with the
+  // rows kSparseAhead ahead prefetched. Dense rows: a contiguous block is
+  // swept column by column (the storage is column-major), which adds the
+  // same products in the same order as the row-wise dot (x_i0 w_0 first);
+  // other blocks row by row. Scores and norms start from +0, so they equal
+  // Dataset::RowDot / RowNorm bit for bit (up to the sign of a zero).
+  template <bool kSparse, int kNorm, typename RowAt, typename Consume>
+  static void ForEachBlock(const Dataset& data, const RowAt& row_at,
+                           int64_t begin, int64_t end,
+                           const Eigen::Ref<const Eigen::VectorXd>& w,
+                           Consume&& consume) {
     const double* wp = w.data();
-    double* op = out.data();
-    Csr csr;
-    if constexpr (kSparse) csr = Csr(data.sparse());
-    const Eigen::MatrixXd& dense = data.dense();
     const int64_t d = data.dimension();
-    int64_t row[kBlock];
-    double score[kBlock];
-    double norm[kBlock];
-    double a[kBlock];
-    bool slow[kBlock];
-    for (int64_t b0 = begin; b0 < end; b0 += kBlock) {
-      const int n = static_cast<int>(std::min<int64_t>(kBlock, end - b0));
-      for (int k = 0; k < n; ++k) row[k] = row_at(b0 + k);
-      // 1. Gather: scores and norms, prefetching rows ahead.
-      for (int k = 0; k < n; ++k) {
-        const int64_t i = row[k];
-        if (b0 + k + 2 * kAhead < end) {
-          const int64_t far = row_at(b0 + k + 2 * kAhead);
-          if constexpr (kSparse) __builtin_prefetch(csr.outer + far);
+    Block blk;
+    // Overflow: Dataset::RowDot recomputes the same sum, then rescales.
+    auto finish = [&] {
+      for (int k = 0; k < blk.n; ++k) {
+        if (!std::isfinite(blk.score[k])) {
+          blk.score[k] = data.RowDot(blk.row[k], w);
         }
-        if (b0 + k + kAhead < end) {
-          const int64_t next = row_at(b0 + k + kAhead);
-          if constexpr (kSparse) {
-            PrefetchSparseRow(csr, next);
-          } else if (d <= 256) {
-            for (int64_t j = 0; j < d; ++j) __builtin_prefetch(&dense(next, j));
+      }
+      consume(blk);
+    };
+    if constexpr (kSparse) {
+      const Csr csr(data.sparse());
+      int64_t pos = begin;
+      while (pos < end) {
+        // Up to kSparseBlock rows and about kSparseBlockEntries entries, so
+        // the block is still in L1 when it is scattered.
+        int n = 0;
+        int64_t entries = 0;
+        for (; n < kSparseBlock && pos < end && entries < kSparseBlockEntries;
+             ++n, ++pos) {
+          if (pos + 2 * kSparseAhead < end) {
+            __builtin_prefetch(csr.outer + row_at(pos + 2 * kSparseAhead));
           }
-        }
-        double s = 0.0;
-        double q = 0.0;
-        if constexpr (kSparse) {
+          if (pos + kSparseAhead < end) {
+            PrefetchSparseRow(csr, row_at(pos + kSparseAhead));
+          }
+          const int64_t i = row_at(pos);
+          double s = 0.0;
+          double q = 0.0;
+          const int64_t b = csr.begin(i);
           const int64_t e = csr.end(i);
-          for (int64_t t = csr.begin(i); t < e; ++t) {
+          for (int64_t t = b; t < e; ++t) {
             const double v = csr.value[t];
             s += v * wp[csr.inner[t]];
             if constexpr (kNorm == 1) q += v * v;
             if constexpr (kNorm == 2) q += std::abs(v);
           }
           if constexpr (kNorm == 1) q = std::sqrt(q);
-        } else {
-          s = dense.row(i).dot(w);
-          if constexpr (kNorm == 1) q = dense.row(i).norm();
-          if constexpr (kNorm == 2) q = dense.row(i).lpNorm<1>();
+          blk.row[n] = i;
+          blk.score[n] = s;
+          blk.norm[n] = q;
+          entries += e - b;
         }
-        // Overflow: Dataset::RowDot recomputes the same sum, then rescales.
-        if (!std::isfinite(s)) s = data.RowDot(i, w);
-        score[k] = s;
-        norm[k] = q;
+        blk.n = n;
+        blk.contiguous = false;
+        finish();
       }
-      // 2. Coefficients and the multiplier of each row.
-      for (int k = 0; k < n; ++k) {
-        double c;
-        ScalarCoefficient<kLoss, false>(huber_width, score[k],
-                                        obj.EffectiveLabel(data, row[k]), &c);
-        slow[k] = false;
-        if (mode == Mode::kScaled) {
-          a[k] = param * c;
-          continue;
+    } else {
+      const Eigen::MatrixXd& dense = data.dense();
+      const int64_t ld = dense.outerStride();
+      int64_t ids[kDenseBlock];
+      for (int64_t b0 = begin; b0 < end; b0 += kDenseBlock) {
+        const int n =
+            static_cast<int>(std::min<int64_t>(kDenseBlock, end - b0));
+        bool contiguous = true;
+        for (int k = 0; k < n; ++k) {
+          ids[k] = row_at(b0 + k);
+          contiguous = contiguous && ids[k] == ids[0] + k;
         }
-        // As AddClippedExampleGradient with one output.
-        const double c_norm = std::abs(c);
-        const double r = norm[k];
-        if (r >= kLowNorm && r <= kHighNorm) {
-          const double g_norm = c_norm * r;
-          a[k] = c_norm == 0       ? 0.0
-                 : g_norm <= param ? c
-                                   : param * (c / c_norm) / r;
-        } else {
-          a[k] = 0.0;
-          slow[k] = true;
-        }
-      }
-      // 3. Scatter, in row order.
-      for (int k = 0; k < n; ++k) {
-        const int64_t i = row[k];
-        if (slow[k]) {
-          double c_buf[1];
-          Eigen::Map<Eigen::VectorXd> c(c_buf, 1);
-          obj.AddClippedExampleGradient(
-              data, i, w, mode == Mode::kClipL2 ? ClipNorm::kL2 : ClipNorm::kL1,
-              param, norm[k], c, out);
-          continue;
-        }
-        const double ak = a[k];
-        if constexpr (kSparse) {
-          const int64_t e = csr.end(i);
-          for (int64_t t = csr.begin(i); t < e; ++t) {
-            op[csr.inner[t]] += ak * csr.value[t];
+        if (contiguous) {
+          blk.n = n;
+          blk.contiguous = true;
+          for (int k = 0; k < n; ++k) {
+            blk.row[k] = ids[k];
+            blk.score[k] = blk.norm[k] = 0.0;
           }
-        } else {
-          out.noalias() += ak * dense.row(i).transpose();
+          for (int64_t j = 0; j < d; ++j) {
+            const double* col = &dense(blk.row[0], j);
+            const double wj = wp[j];
+            for (int k = 0; k < n; ++k) {
+              blk.score[k] += col[k] * wj;
+              if constexpr (kNorm == 1) blk.norm[k] += col[k] * col[k];
+              if constexpr (kNorm == 2) blk.norm[k] += std::abs(col[k]);
+            }
+          }
+          if constexpr (kNorm == 1) {
+            for (int k = 0; k < n; ++k) blk.norm[k] = std::sqrt(blk.norm[k]);
+          }
+          finish();
+          continue;
+        }
+        // Scattered rows: small blocks, row by row, one strided pass each
+        // (the same sequential sums as Eigen's dot, norm and lpNorm<1> of a
+        // row: the tests check it), so the rows are still cached when they
+        // are scattered.
+        for (int k0 = 0; k0 < n; k0 += kDenseRowBlock) {
+          blk.n = std::min(kDenseRowBlock, n - k0);
+          blk.contiguous = false;
+          for (int k = 0; k < blk.n; ++k) {
+            const int64_t i = ids[k0 + k];
+            const double* x = &dense(i, 0);
+            double s = 0.0;
+            double q = 0.0;
+            for (int64_t j = 0; j < d; ++j) {
+              const double v = x[j * ld];
+              s += v * wp[j];
+              if constexpr (kNorm == 1) q += v * v;
+              if constexpr (kNorm == 2) q += std::abs(v);
+            }
+            if constexpr (kNorm == 1) q = std::sqrt(q);
+            blk.row[k] = i;
+            blk.score[k] = s;
+            blk.norm[k] = q;
+          }
+          finish();
         }
       }
     }
+  }
+
+  // One-score losses: out += a_i x_i for the rows, in order.
+  template <LossKind kLoss, bool kSparse, int kNorm, typename RowAt>
+  static void GradientRows(const Objective& obj, const Dataset& data,
+                           const RowAt& row_at, int64_t begin, int64_t end,
+                           const Eigen::Ref<const Eigen::VectorXd>& w,
+                           Mode mode, double param,
+                           Eigen::Ref<Eigen::VectorXd> out) {
+    const double huber_width = obj.config_.huber_width;
+    double* op = out.data();
+    Csr csr;
+    if constexpr (kSparse) csr = Csr(data.sparse());
+    const Eigen::MatrixXd& dense = data.dense();
+    const int64_t d = data.dimension();
+    double a[kMaxBlock];
+    bool slow[kMaxBlock];
+    ForEachBlock<kSparse, kNorm>(
+        data, row_at, begin, end, w, [&](const Block& blk) {
+          const int n = blk.n;
+          bool any_slow = false;
+          for (int k = 0; k < n; ++k) {
+            double c;
+            ScalarCoefficient<kLoss, false>(
+                huber_width, blk.score[k], obj.EffectiveLabel(data, blk.row[k]),
+                &c);
+            slow[k] = false;
+            if (mode == Mode::kScaled) {
+              a[k] = param * c;
+              continue;
+            }
+            // As AddClippedExampleGradient with one output.
+            const double c_norm = std::abs(c);
+            const double r = blk.norm[k];
+            if (r >= kLowNorm && r <= kHighNorm) {
+              const double g_norm = c_norm * r;
+              a[k] = c_norm == 0       ? 0.0
+                     : g_norm <= param ? c
+                                       : param * (c / c_norm) / r;
+            } else {
+              a[k] = 0.0;
+              slow[k] = any_slow = true;
+            }
+          }
+          if constexpr (!kSparse) {
+            if (blk.contiguous && !any_slow) {
+              // Column sweep: out_j += a_k x_kj for k in order, as row by row.
+              for (int64_t j = 0; j < d; ++j) {
+                const double* col = &dense(blk.row[0], j);
+                double acc = op[j];
+                for (int k = 0; k < n; ++k) acc += a[k] * col[k];
+                op[j] = acc;
+              }
+              return;
+            }
+          }
+          for (int k = 0; k < n; ++k) {
+            const int64_t i = blk.row[k];
+            if (slow[k]) {
+              double c_buf[1];
+              Eigen::Map<Eigen::VectorXd> c(c_buf, 1);
+              obj.AddClippedExampleGradient(
+                  data, i, w,
+                  mode == Mode::kClipL2 ? ClipNorm::kL2 : ClipNorm::kL1, param,
+                  blk.norm[k], c, out);
+              continue;
+            }
+            const double ak = a[k];
+            if constexpr (kSparse) {
+              const int64_t e = csr.end(i);
+              for (int64_t t = csr.begin(i); t < e; ++t) {
+                op[csr.inner[t]] += ak * csr.value[t];
+              }
+            } else {
+              out.noalias() += ak * dense.row(i).transpose();
+            }
+          }
+        });
+  }
+
+  // One-score losses: the sum of the rows' losses, in order from 0.
+  template <LossKind kLoss, bool kSparse>
+  static double LossRows(const Objective& obj, const Dataset& data,
+                         int64_t begin, int64_t end,
+                         const Eigen::Ref<const Eigen::VectorXd>& w) {
+    const double huber_width = obj.config_.huber_width;
+    double sum = 0.0;
+    ForEachBlock<kSparse, 0>(
+        data, [](int64_t pos) { return pos; }, begin, end, w,
+        [&](const Block& blk) {
+          for (int k = 0; k < blk.n; ++k) {
+            double c;
+            sum += ScalarCoefficient<kLoss, true>(
+                huber_width, blk.score[k], obj.EffectiveLabel(data, blk.row[k]),
+                &c);
+          }
+        });
+    return sum;
+  }
+
+  // Binary losses: rows with sign(<w, x_i>) == y_i (0 counts as +1).
+  template <bool kSparse>
+  static int64_t CorrectRows(const Dataset& data, int64_t begin, int64_t end,
+                             const Eigen::Ref<const Eigen::VectorXd>& w) {
+    int64_t correct = 0;
+    ForEachBlock<kSparse, 0>(
+        data, [](int64_t pos) { return pos; }, begin, end, w,
+        [&](const Block& blk) {
+          for (int k = 0; k < blk.n; ++k) {
+            const double pred = blk.score[k] >= 0 ? 1.0 : -1.0;
+            correct += (pred == data.label(blk.row[k]));
+          }
+        });
+    return correct;
   }
 
   // Softmax: the per-example calls, row by row (norms on the fly).
@@ -504,37 +656,37 @@ struct Objective::Kernels {
     }
   }
 
-  template <LossKind kLoss, bool kSparse, typename RowAt>
-  static void ScalarRowsFor(const Objective& obj, const Dataset& data,
-                            const RowAt& row_at, int64_t begin, int64_t end,
-                            const Eigen::Ref<const Eigen::VectorXd>& w,
-                            Mode mode, double param,
-                            Eigen::Ref<Eigen::VectorXd> out) {
-    switch (mode) {
-      case Mode::kScaled:
-        return ScalarRows<kLoss, kSparse, 0>(obj, data, row_at, begin, end, w,
-                                             mode, param, out);
-      case Mode::kClipL2:
-        return ScalarRows<kLoss, kSparse, 1>(obj, data, row_at, begin, end, w,
-                                             mode, param, out);
-      case Mode::kClipL1:
-        return ScalarRows<kLoss, kSparse, 2>(obj, data, row_at, begin, end, w,
-                                             mode, param, out);
+  // f(std::integral_constant<LossKind, L>) for the one-score loss L;
+  // false for softmax.
+  template <typename F>
+  static bool VisitScalarLoss(LossKind loss, F&& f) {
+    using K = LossKind;
+    switch (loss) {
+      case K::kLogistic:
+        f(std::integral_constant<K, K::kLogistic>());
+        return true;
+      case K::kHinge:
+        f(std::integral_constant<K, K::kHinge>());
+        return true;
+      case K::kHuberizedHinge:
+        f(std::integral_constant<K, K::kHuberizedHinge>());
+        return true;
+      case K::kLeastSquares:
+        f(std::integral_constant<K, K::kLeastSquares>());
+        return true;
+      case K::kSoftmax:
+        return false;
     }
+    return false;
   }
 
-  template <LossKind kLoss, typename RowAt>
-  static void ScalarRowsFor(const Objective& obj, const Dataset& data,
-                            const RowAt& row_at, int64_t begin, int64_t end,
-                            const Eigen::Ref<const Eigen::VectorXd>& w,
-                            Mode mode, double param,
-                            Eigen::Ref<Eigen::VectorXd> out) {
+  // f(std::bool_constant<data.is_sparse()>).
+  template <typename F>
+  static void VisitLayout(const Dataset& data, F&& f) {
     if (data.is_sparse()) {
-      ScalarRowsFor<kLoss, true>(obj, data, row_at, begin, end, w, mode, param,
-                                 out);
+      f(std::true_type());
     } else {
-      ScalarRowsFor<kLoss, false>(obj, data, row_at, begin, end, w, mode, param,
-                                  out);
+      f(std::false_type());
     }
   }
 
@@ -544,22 +696,24 @@ struct Objective::Kernels {
                    const RowAt& row_at, int64_t begin, int64_t end,
                    const Eigen::Ref<const Eigen::VectorXd>& w, Mode mode,
                    double param, Eigen::Ref<Eigen::VectorXd> out) {
-    switch (obj.config_.loss) {
-      case LossKind::kLogistic:
-        return ScalarRowsFor<LossKind::kLogistic>(obj, data, row_at, begin, end,
-                                                  w, mode, param, out);
-      case LossKind::kHinge:
-        return ScalarRowsFor<LossKind::kHinge>(obj, data, row_at, begin, end, w,
-                                               mode, param, out);
-      case LossKind::kHuberizedHinge:
-        return ScalarRowsFor<LossKind::kHuberizedHinge>(
-            obj, data, row_at, begin, end, w, mode, param, out);
-      case LossKind::kLeastSquares:
-        return ScalarRowsFor<LossKind::kLeastSquares>(obj, data, row_at, begin,
-                                                      end, w, mode, param, out);
-      case LossKind::kSoftmax:
-        return VectorRows(obj, data, row_at, begin, end, w, mode, param, out);
-    }
+    const bool scalar = VisitScalarLoss(obj.config_.loss, [&](auto loss) {
+      VisitLayout(data, [&](auto sparse) {
+        constexpr LossKind kLoss = decltype(loss)::value;
+        constexpr bool kSparse = decltype(sparse)::value;
+        switch (mode) {
+          case Mode::kScaled:
+            return GradientRows<kLoss, kSparse, 0>(obj, data, row_at, begin,
+                                                   end, w, mode, param, out);
+          case Mode::kClipL2:
+            return GradientRows<kLoss, kSparse, 1>(obj, data, row_at, begin,
+                                                   end, w, mode, param, out);
+          case Mode::kClipL1:
+            return GradientRows<kLoss, kSparse, 2>(obj, data, row_at, begin,
+                                                   end, w, mode, param, out);
+        }
+      });
+    });
+    if (!scalar) VectorRows(obj, data, row_at, begin, end, w, mode, param, out);
   }
 };
 
@@ -625,10 +779,22 @@ double Objective::Loss(const Dataset& data,
       ChunkRows(data.rows(), dimension_, parameter_size());
   const double sum = ChunkedScalarSum(
       chunking, GetParallelOptions().threads, [&](int64_t chunk) {
-        Eigen::VectorXd c(outputs_);
+        const int64_t begin = chunking.begin(chunk);
+        const int64_t end = chunking.end(chunk);
         double s = 0.0;
-        for (int64_t i = chunking.begin(chunk); i < chunking.end(chunk); ++i) {
-          s += ExampleCoefficients(data, i, w, c);
+        const bool scalar =
+            Kernels::VisitScalarLoss(config_.loss, [&](auto loss) {
+              Kernels::VisitLayout(data, [&](auto sparse) {
+                s = Kernels::LossRows<decltype(loss)::value,
+                                      decltype(sparse)::value>(*this, data,
+                                                               begin, end, w);
+              });
+            });
+        if (!scalar) {
+          Eigen::VectorXd c(outputs_);
+          for (int64_t i = begin; i < end; ++i) {
+            s += ExampleCoefficients(data, i, w, c);
+          }
         }
         return s;
       });
@@ -654,23 +820,25 @@ double Objective::Accuracy(const Dataset& data,
   const double correct = ChunkedScalarSum(
       chunking, GetParallelOptions().threads, [&](int64_t chunk) {
         int64_t n = 0;
+        if (config_.loss != LossKind::kSoftmax) {
+          Kernels::VisitLayout(data, [&](auto sparse) {
+            n = Kernels::CorrectRows<decltype(sparse)::value>(
+                data, chunking.begin(chunk), chunking.end(chunk), w);
+          });
+          return static_cast<double>(n);
+        }
         for (int64_t i = chunking.begin(chunk); i < chunking.end(chunk); ++i) {
-          if (config_.loss == LossKind::kSoftmax) {
-            int best = 0;
-            double best_score = -std::numeric_limits<double>::infinity();
-            for (int j = 0; j < outputs_; ++j) {
-              const double s =
-                  data.RowDot(i, w.segment(j * dimension_, dimension_));
-              if (s > best_score) {
-                best_score = s;
-                best = j;
-              }
+          int best = 0;
+          double best_score = -std::numeric_limits<double>::infinity();
+          for (int j = 0; j < outputs_; ++j) {
+            const double s =
+                data.RowDot(i, w.segment(j * dimension_, dimension_));
+            if (s > best_score) {
+              best_score = s;
+              best = j;
             }
-            n += (best == static_cast<int>(data.label(i)));
-          } else {
-            const double pred = data.RowDot(i, w) >= 0 ? 1.0 : -1.0;
-            n += (pred == data.label(i));
           }
+          n += (best == static_cast<int>(data.label(i)));
         }
         return static_cast<double>(n);
       });

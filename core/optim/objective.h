@@ -86,13 +86,20 @@ class Objective {
 
   // --- Batched kernels (the oracles' hot paths). ---------------------------
   // Both compute the same sums as the per-example calls above, row by row in
-  // the listed order, but gather scores, norms and coefficients for a block
-  // of rows first, then scatter: sparse rows stay sparse (CSR arrays read
-  // directly), nothing is allocated per row, the loss is dispatched once per
-  // block, and the rows' memory is prefetched ahead. Every row costs the same
-  // work whatever its values (no skipping of zero coefficients), except rows
-  // whose norm is outside [2^-500, 2^400] or whose score overflows: those
-  // take the overflow-free per-example path (extra passes over that row).
+  // the listed order, but gather the scores and norms of a block of rows
+  // first (sparse rows straight from the CSR arrays, the next rows
+  // prefetched; runs of consecutive dense rows column by column, as the
+  // storage is column-major), then the coefficients with the loss
+  // dispatched once per block (softmax: per example), then scatter. Sparse
+  // rows stay sparse and nothing is allocated per row.
+  //
+  // Timing: the work is proportional to the entries of the listed rows
+  // (nonzeros for sparse data) whatever their values: zero coefficients are
+  // added, not skipped. The exceptions, as in the per-example calls: a row
+  // whose score overflows (recomputed rescaled by Dataset::RowDot), or whose
+  // norm is outside [2^-500, 2^400] (the per-example overflow-free path),
+  // costs a few more passes over that row; libm's exp/log1p take slightly
+  // value-dependent time.
   //
   // Sums over more rows than one chunk (parallel.h: ChunkRows, about 2^16
   // dense entries) are split into fixed chunks of consecutive positions and

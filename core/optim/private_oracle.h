@@ -28,6 +28,15 @@
 // the event PoissonSampled(q, DiscreteLaplace(b_mult))
 // (LaplaceGradientEvent()).
 //
+// Computation (issue 10, "Kernels"): steps 2-3 are
+// Objective::AddClippedGradientSum (batched gather / clip / scatter, row
+// norms computed on the fly); ExactGradient is Objective::AddGradientSum.
+// Batches longer than one chunk (parallel.h ChunkRows; e.g. DP-GD's q = 1)
+// run on up to GetParallelOptions().threads threads with a result bitwise
+// independent of the thread count; smaller ones on the caller. The time of a
+// release depends on the number of sampled rows and their nonzeros, not on
+// the values in them (objective.h, "Timing").
+//
 // Extending: new privatized queries (e.g. seed 003's clipped loss sums for
 // the noisy line search) belong here as further methods, each charging its
 // exact event first.

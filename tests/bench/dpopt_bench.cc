@@ -8,7 +8,9 @@
 //
 // Environment: DPOPT_BENCH_A9A (default <source>/data/adult/a9a) is the
 // LIBSVM file of the a9a benchmarks; DPOPT_BENCH_MAX_ROWS (default 1000000)
-// caps the generated dense datasets (the smoke run uses 10000).
+// caps the generated dense datasets (the smoke run uses 10000);
+// DPOPT_BENCH_THREADS (default ParallelOptions::DefaultThreads()) sets the
+// threads of the kernels (SetParallelOptions).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -32,6 +34,7 @@
 #include "core/noise/testing/seeded_random.h"
 #include "core/noise/vector_mechanisms.h"
 #include "core/optim/objective.h"
+#include "core/optim/parallel.h"
 #include "core/optim/private_oracle.h"
 #include "core/optim/release_budget.h"
 #include "core/privacy/accountant.h"
@@ -46,6 +49,15 @@ std::string A9aPath() {
   const char* env = std::getenv("DPOPT_BENCH_A9A");
   return env != nullptr ? env : DPOPT_SOURCE_DIR "/data/adult/a9a";
 }
+
+const bool kThreadsSet = [] {
+  const char* env = std::getenv("DPOPT_BENCH_THREADS");
+  if (env == nullptr) return false;
+  optim::ParallelOptions options;
+  options.threads = std::atoi(env);
+  if (!optim::SetParallelOptions(options).ok()) std::abort();
+  return true;
+}();
 
 int64_t MaxRows() {
   const char* env = std::getenv("DPOPT_BENCH_MAX_ROWS");

@@ -434,6 +434,60 @@ TEST_P(FullDataTest, SumsAreDeterministic) {
   }
 }
 
+// Loss and accuracy (through the gather kernel for one-score losses) on
+// rows with extreme and zero entries: the per-example values summed in the
+// documented chunk order, for any thread count.
+TEST_P(FullDataTest, LossAndAccuracyOnEdgeCases) {
+  const KernelCase k = GetParam();
+  const ModelConfig config = Config(k.loss);
+  const int64_t d = 200;
+  for (int64_t n : {int64_t{300}, int64_t{1500}}) {
+    ASSERT_OK_AND_ASSIGN(auto obj, Objective::Create(config, d));
+    const Dataset data = EdgeCaseData(config, n, d, k.sparse, 17);
+    const Chunking chunking = ChunkRows(n, d, obj->parameter_size());
+    const Eigen::VectorXd w = 0.3 * RandomW(obj->parameter_size(), 18);
+    Eigen::VectorXd c(obj->outputs());
+    auto chunk_loss = [&](int64_t ch) {
+      double s = 0;
+      for (int64_t i = chunking.begin(ch); i < chunking.end(ch); ++i) {
+        s += obj->ExampleCoefficients(data, i, w, c);
+      }
+      return s;
+    };
+    double loss_sum = chunk_loss(0);
+    for (int64_t ch = 1; ch < chunking.chunks(); ++ch) {
+      loss_sum += chunk_loss(ch);
+    }
+    const double want_loss =
+        loss_sum / static_cast<double>(n) + obj->Regularizer(w);
+    int64_t correct = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (config.loss == LossKind::kSoftmax) {
+        int best = 0;
+        for (int j = 1; j < obj->outputs(); ++j) {
+          if (data.RowDot(i, w.segment(j * d, d)) >
+              data.RowDot(i, w.segment(best * d, d))) {
+            best = j;
+          }
+        }
+        correct += best == static_cast<int>(data.label(i));
+      } else {
+        correct += (data.RowDot(i, w) >= 0 ? 1.0 : -1.0) == data.label(i);
+      }
+    }
+    for (int threads : {1, 2, 4}) {
+      ThreadsScope scope(threads);
+      const double loss = obj->Loss(data, w);
+      EXPECT_TRUE(BitwiseEqual(loss, want_loss))
+          << n << " threads " << threads << ": " << loss << " vs " << want_loss;
+      if (config.loss != LossKind::kLeastSquares) {
+        EXPECT_EQ(obj->Accuracy(data, w),
+                  static_cast<double>(correct) / static_cast<double>(n));
+      }
+    }
+  }
+}
+
 std::vector<KernelCase> AllCases() {
   std::vector<KernelCase> cases;
   for (LossKind loss :
