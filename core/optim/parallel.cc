@@ -102,9 +102,12 @@ class Pool {
 }  // namespace
 
 int ParallelOptions::DefaultThreads() {
-  const unsigned hw = std::thread::hardware_concurrency();
-  return static_cast<int>(
-      std::clamp<unsigned>(hw, 1u, static_cast<unsigned>(kDefaultMaxThreads)));
+  // Once: hardware_concurrency() reads /sys on every call (glibc), and every
+  // ParallelOptions{} calls this.
+  static const int kThreads = static_cast<int>(
+      std::clamp<unsigned>(std::thread::hardware_concurrency(), 1u,
+                           static_cast<unsigned>(kDefaultMaxThreads)));
+  return kThreads;
 }
 
 absl::Status ParallelOptions::Validate() const {
@@ -122,7 +125,7 @@ absl::Status SetParallelOptions(const ParallelOptions& options) {
 }
 
 ParallelOptions GetParallelOptions() {
-  ParallelOptions o;
+  ParallelOptions o;  // DefaultThreads() is cached: no system call here
   o.threads = g_threads.load(std::memory_order_relaxed);
   return o;
 }
