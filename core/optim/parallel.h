@@ -21,7 +21,10 @@
 //
 // Timing: how long a call takes depends on the number of rows (or sampled
 // rows), the dimension and the number of nonzeros they hold, and on the
-// thread count and the load of the machine; never on the values in the rows.
+// thread count and the load of the machine; not on the values in the rows
+// (up to the exceptions for extreme rows in objective.h, "Timing"). The
+// partition of a sampled batch depends on the batch's length, which is
+// already visible in the timing.
 #ifndef DPOPT_CORE_OPTIM_PARALLEL_H_
 #define DPOPT_CORE_OPTIM_PARALLEL_H_
 
