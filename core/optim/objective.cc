@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
+#include "core/optim/parallel.h"
 
 namespace dpopt::optim {
 namespace {
@@ -24,6 +26,49 @@ double LogisticDerivative(double m) {
     return -e / (1.0 + e);
   }
   return -1.0 / (1.0 + std::exp(m));
+}
+
+// Rows whose norm is in [kLowNorm, kHighNorm] are clipped directly; the
+// others through Dataset::RowScale (no overflow or underflow).
+constexpr double kLowNorm = 0x1.0p-500;
+constexpr double kHighNorm = 0x1.0p400;
+
+// The losses with one score (every loss but softmax): from the score
+// s = <w, x_i> and the effective label y, writes the gradient coefficient
+// to *c and returns the loss (0 unless kWantLoss). The single definition of
+// these losses, used by ExampleCoefficients and the batched kernels.
+template <LossKind kLoss, bool kWantLoss>
+inline double ScalarCoefficient(double huber_width, double s, double y,
+                                double* c) {
+  if constexpr (kLoss == LossKind::kLogistic) {
+    const double m = y * s;
+    *c = y * LogisticDerivative(m);
+    return kWantLoss ? LogisticLoss(m) : 0.0;
+  } else if constexpr (kLoss == LossKind::kHinge) {
+    const double m = y * s;
+    *c = m < 1.0 ? -y : 0.0;
+    return std::max(0.0, 1.0 - m);
+  } else if constexpr (kLoss == LossKind::kHuberizedHinge) {
+    const double h = huber_width;
+    const double m = y * s;
+    if (m > 1.0 + h) {
+      *c = 0.0;
+      return 0.0;
+    }
+    if (m < 1.0 - h) {
+      *c = -y;
+      return 1.0 - m;
+    }
+    const double r = 1.0 + h - m;
+    *c = -y * r / (2.0 * h);
+    return r * r / (4.0 * h);
+  } else {
+    static_assert(kLoss == LossKind::kLeastSquares);
+    const double r = s - y;  // may be +-Inf, never NaN
+    constexpr double kMax = std::numeric_limits<double>::max();
+    *c = std::clamp(r, -kMax, kMax);  // finite; clipping bounds it
+    return 0.5 * r * r;
+  }
 }
 
 }  // namespace
@@ -165,38 +210,20 @@ double Objective::ExampleCoefficients(
     const Dataset& data, int64_t i, const Eigen::Ref<const Eigen::VectorXd>& w,
     Eigen::Ref<Eigen::VectorXd> c) const {
   const double y = EffectiveLabel(data, i);
+  const double h = config_.huber_width;
   switch (config_.loss) {
-    case LossKind::kLogistic: {
-      const double m = y * data.RowDot(i, w);
-      c[0] = y * LogisticDerivative(m);
-      return LogisticLoss(m);
-    }
-    case LossKind::kHinge: {
-      const double m = y * data.RowDot(i, w);
-      c[0] = m < 1.0 ? -y : 0.0;
-      return std::max(0.0, 1.0 - m);
-    }
-    case LossKind::kHuberizedHinge: {
-      const double h = config_.huber_width;
-      const double m = y * data.RowDot(i, w);
-      if (m > 1.0 + h) {
-        c[0] = 0.0;
-        return 0.0;
-      }
-      if (m < 1.0 - h) {
-        c[0] = -y;
-        return 1.0 - m;
-      }
-      const double r = 1.0 + h - m;
-      c[0] = -y * r / (2.0 * h);
-      return r * r / (4.0 * h);
-    }
-    case LossKind::kLeastSquares: {
-      const double r = data.RowDot(i, w) - y;  // may be +-Inf, never NaN
-      constexpr double kMax = std::numeric_limits<double>::max();
-      c[0] = std::clamp(r, -kMax, kMax);  // finite; clipping bounds it
-      return 0.5 * r * r;
-    }
+    case LossKind::kLogistic:
+      return ScalarCoefficient<LossKind::kLogistic, true>(h, data.RowDot(i, w),
+                                                          y, &c[0]);
+    case LossKind::kHinge:
+      return ScalarCoefficient<LossKind::kHinge, true>(h, data.RowDot(i, w), y,
+                                                       &c[0]);
+    case LossKind::kHuberizedHinge:
+      return ScalarCoefficient<LossKind::kHuberizedHinge, true>(
+          h, data.RowDot(i, w), y, &c[0]);
+    case LossKind::kLeastSquares:
+      return ScalarCoefficient<LossKind::kLeastSquares, true>(
+          h, data.RowDot(i, w), y, &c[0]);
     case LossKind::kSoftmax: {
       // loss = logsumexp(s) - s_y; c = softmax(s) - e_y.
       const int k = outputs_;
@@ -262,9 +289,7 @@ void Objective::AddClippedExampleGradient(
   // Direct path: the row's norm is far from overflow and underflow, so the
   // coefficients below stay normal numbers and every product is bounded by
   // the clip norm.
-  constexpr double kLow = 0x1.0p-500;
-  constexpr double kHigh = 0x1.0p400;
-  if (row_norm >= kLow && row_norm <= kHigh) {
+  if (row_norm >= kLowNorm && row_norm <= kHighNorm) {
     const double g_norm = c_norm * row_norm;  // may be +Inf: then clipped
     if (g_norm <= clip) {
       AddScaledExampleGradient(data, i, c, 1.0, out);
@@ -298,6 +323,437 @@ void Objective::AddClippedExampleGradient(
   }
 }
 
+// ---------------------------------------------------------------------------
+// Batched kernels.
+
+struct Objective::Kernels {
+  // What a row's coefficient c_i becomes before out += a_i * x_i.
+  enum class Mode {
+    kScaled,  // a_i = scale * c_i
+    kClipL2,  // clip_C in the L2 norm (as AddClippedExampleGradient)
+    kClipL1,  // clip_C in the L1 norm
+  };
+  static constexpr int kMaxBlock = 256;
+  // Rows per block. Sparse blocks stay in L1 between gather and scatter;
+  // contiguous dense blocks are swept column by column, 2 KB per column;
+  // scattered dense rows go in small blocks (each row touches d lines).
+  static constexpr int kSparseBlock = 64;
+  static constexpr int64_t kSparseBlockEntries = 2048;
+  static constexpr int kDenseBlock = 256;
+  static constexpr int kDenseRowBlock = 4;
+  // Sparse rows prefetched ahead (their row pointers twice as far). 2-8 did
+  // about equally well on a9a with random rows, 16 worse (too many lines in
+  // flight); none was slowest. Dense rows need none: the loads of a strided
+  // row are independent and already overlap.
+  static constexpr int kSparseAhead = 4;
+
+  // ||x_i|| as the oracles' caches held it (see AddClippedGradientSum).
+  static double RowNormFor(const Dataset& data, int64_t i, Mode mode) {
+    if (mode == Mode::kClipL2) return data.RowNorm(i);
+    if (!data.is_sparse()) return data.dense().row(i).lpNorm<1>();
+    double s = 0;
+    for (SparseRows::InnerIterator it(data.sparse(), i); it; ++it) {
+      s += std::abs(it.value());
+    }
+    return s;
+  }
+
+  // Sparse rows: the CSR arrays.
+  struct Csr {
+    Csr() = default;
+    explicit Csr(const SparseRows& x)
+        : outer(x.outerIndexPtr()),
+          nnz(x.innerNonZeroPtr()),
+          inner(x.innerIndexPtr()),
+          value(x.valuePtr()) {}
+    int64_t begin(int64_t i) const { return outer[i]; }
+    int64_t end(int64_t i) const {
+      return nnz == nullptr ? outer[i + 1] : outer[i] + nnz[i];
+    }
+    const int64_t* outer = nullptr;
+    const int64_t* nnz = nullptr;  // null when compressed (always, Dataset)
+    const int64_t* inner = nullptr;
+    const double* value = nullptr;
+  };
+
+  static void PrefetchSparseRow(const Csr& x, int64_t i) {
+    constexpr int64_t kLine = 8;      // doubles (or int64s) per cache line
+    constexpr int64_t kMaxLines = 8;  // longer rows: the hardware streams
+    const int64_t b = x.begin(i);
+    const int64_t e = std::min(x.end(i), b + kLine * kMaxLines);
+    for (int64_t k = b; k < e; k += kLine) {
+      __builtin_prefetch(x.value + k);
+      __builtin_prefetch(x.inner + k);
+    }
+    if (e > b) {
+      __builtin_prefetch(x.value + e - 1);
+      __builtin_prefetch(x.inner + e - 1);
+    }
+  }
+
+  // Scores <w, x_i> (bitwise Dataset::RowDot) and norms of a block of rows.
+  struct Block {
+    int n = 0;
+    bool contiguous = false;  // dense, and row[k] == row[0] + k
+    int64_t row[kMaxBlock];
+    double score[kMaxBlock];
+    double norm[kMaxBlock];  // kNorm 1: L2, 2: L1 (as RowNormFor)
+  };
+
+  // Calls consume(block) for consecutive blocks of the rows row_at(pos),
+  // pos in [begin, end). Sparse rows: one pass over the CSR entries with the
+  // rows kSparseAhead ahead prefetched. Dense rows: a contiguous block is
+  // swept column by column (the storage is column-major), which adds the
+  // same products in the same order as the row-wise dot (x_i0 w_0 first);
+  // other blocks row by row. Scores and norms start from +0, so they equal
+  // Dataset::RowDot / RowNorm bit for bit (up to the sign of a zero).
+  template <bool kSparse, int kNorm, typename RowAt, typename Consume>
+  static void ForEachBlock(const Dataset& data, const RowAt& row_at,
+                           int64_t begin, int64_t end,
+                           const Eigen::Ref<const Eigen::VectorXd>& w,
+                           Consume&& consume) {
+    const double* wp = w.data();
+    const int64_t d = data.dimension();
+    Block blk;
+    // Overflow: Dataset::RowDot recomputes the same sum, then rescales.
+    auto finish = [&] {
+      for (int k = 0; k < blk.n; ++k) {
+        if (!std::isfinite(blk.score[k])) {
+          blk.score[k] = data.RowDot(blk.row[k], w);
+        }
+      }
+      consume(blk);
+    };
+    if constexpr (kSparse) {
+      const Csr csr(data.sparse());
+      int64_t pos = begin;
+      while (pos < end) {
+        // Up to kSparseBlock rows and about kSparseBlockEntries entries, so
+        // the block is still in L1 when it is scattered.
+        int n = 0;
+        int64_t entries = 0;
+        for (; n < kSparseBlock && pos < end && entries < kSparseBlockEntries;
+             ++n, ++pos) {
+          if (pos + 2 * kSparseAhead < end) {
+            __builtin_prefetch(csr.outer + row_at(pos + 2 * kSparseAhead));
+          }
+          if (pos + kSparseAhead < end) {
+            PrefetchSparseRow(csr, row_at(pos + kSparseAhead));
+          }
+          const int64_t i = row_at(pos);
+          double s = 0.0;
+          double q = 0.0;
+          const int64_t b = csr.begin(i);
+          const int64_t e = csr.end(i);
+          for (int64_t t = b; t < e; ++t) {
+            const double v = csr.value[t];
+            s += v * wp[csr.inner[t]];
+            if constexpr (kNorm == 1) q += v * v;
+            if constexpr (kNorm == 2) q += std::abs(v);
+          }
+          if constexpr (kNorm == 1) q = std::sqrt(q);
+          blk.row[n] = i;
+          blk.score[n] = s;
+          blk.norm[n] = q;
+          entries += e - b;
+        }
+        blk.n = n;
+        blk.contiguous = false;
+        finish();
+      }
+    } else {
+      const Eigen::MatrixXd& dense = data.dense();
+      const int64_t ld = dense.outerStride();
+      int64_t ids[kDenseBlock];
+      for (int64_t b0 = begin; b0 < end; b0 += kDenseBlock) {
+        const int n =
+            static_cast<int>(std::min<int64_t>(kDenseBlock, end - b0));
+        bool contiguous = true;
+        for (int k = 0; k < n; ++k) {
+          ids[k] = row_at(b0 + k);
+          contiguous = contiguous && ids[k] == ids[0] + k;
+        }
+        if (contiguous) {
+          blk.n = n;
+          blk.contiguous = true;
+          for (int k = 0; k < n; ++k) {
+            blk.row[k] = ids[k];
+            blk.score[k] = blk.norm[k] = 0.0;
+          }
+          for (int64_t j = 0; j < d; ++j) {
+            const double* col = &dense(blk.row[0], j);
+            const double wj = wp[j];
+            for (int k = 0; k < n; ++k) {
+              blk.score[k] += col[k] * wj;
+              if constexpr (kNorm == 1) blk.norm[k] += col[k] * col[k];
+              if constexpr (kNorm == 2) blk.norm[k] += std::abs(col[k]);
+            }
+          }
+          if constexpr (kNorm == 1) {
+            for (int k = 0; k < n; ++k) blk.norm[k] = std::sqrt(blk.norm[k]);
+          }
+          finish();
+          continue;
+        }
+        // Scattered rows: small blocks, row by row, one strided pass each
+        // (the same sequential sums as Eigen's dot, norm and lpNorm<1> of a
+        // row: the tests check it), so the rows are still cached when they
+        // are scattered.
+        for (int k0 = 0; k0 < n; k0 += kDenseRowBlock) {
+          blk.n = std::min(kDenseRowBlock, n - k0);
+          blk.contiguous = false;
+          for (int k = 0; k < blk.n; ++k) {
+            const int64_t i = ids[k0 + k];
+            const double* x = &dense(i, 0);
+            double s = 0.0;
+            double q = 0.0;
+            for (int64_t j = 0; j < d; ++j) {
+              const double v = x[j * ld];
+              s += v * wp[j];
+              if constexpr (kNorm == 1) q += v * v;
+              if constexpr (kNorm == 2) q += std::abs(v);
+            }
+            if constexpr (kNorm == 1) q = std::sqrt(q);
+            blk.row[k] = i;
+            blk.score[k] = s;
+            blk.norm[k] = q;
+          }
+          finish();
+        }
+      }
+    }
+  }
+
+  // One-score losses: out += a_i x_i for the rows, in order.
+  template <LossKind kLoss, bool kSparse, int kNorm, typename RowAt>
+  static void GradientRows(const Objective& obj, const Dataset& data,
+                           const RowAt& row_at, int64_t begin, int64_t end,
+                           const Eigen::Ref<const Eigen::VectorXd>& w,
+                           Mode mode, double param,
+                           Eigen::Ref<Eigen::VectorXd> out) {
+    const double huber_width = obj.config_.huber_width;
+    double* op = out.data();
+    Csr csr;
+    if constexpr (kSparse) csr = Csr(data.sparse());
+    const Eigen::MatrixXd& dense = data.dense();
+    const int64_t d = data.dimension();
+    double a[kMaxBlock];
+    bool slow[kMaxBlock];
+    ForEachBlock<kSparse, kNorm>(
+        data, row_at, begin, end, w, [&](const Block& blk) {
+          const int n = blk.n;
+          bool any_slow = false;
+          for (int k = 0; k < n; ++k) {
+            double c;
+            ScalarCoefficient<kLoss, false>(
+                huber_width, blk.score[k], obj.EffectiveLabel(data, blk.row[k]),
+                &c);
+            slow[k] = false;
+            if (mode == Mode::kScaled) {
+              a[k] = param * c;
+              continue;
+            }
+            // As AddClippedExampleGradient with one output.
+            const double c_norm = std::abs(c);
+            const double r = blk.norm[k];
+            if (r >= kLowNorm && r <= kHighNorm) {
+              const double g_norm = c_norm * r;
+              a[k] = c_norm == 0       ? 0.0
+                     : g_norm <= param ? c
+                                       : param * (c / c_norm) / r;
+            } else {
+              a[k] = 0.0;
+              slow[k] = any_slow = true;
+            }
+          }
+          if constexpr (!kSparse) {
+            if (blk.contiguous && !any_slow) {
+              // Column sweep: out_j += a_k x_kj for k in order, as row by row.
+              for (int64_t j = 0; j < d; ++j) {
+                const double* col = &dense(blk.row[0], j);
+                double acc = op[j];
+                for (int k = 0; k < n; ++k) acc += a[k] * col[k];
+                op[j] = acc;
+              }
+              return;
+            }
+          }
+          for (int k = 0; k < n; ++k) {
+            const int64_t i = blk.row[k];
+            if (slow[k]) {
+              double c_buf[1];
+              Eigen::Map<Eigen::VectorXd> c(c_buf, 1);
+              obj.AddClippedExampleGradient(
+                  data, i, w,
+                  mode == Mode::kClipL2 ? ClipNorm::kL2 : ClipNorm::kL1, param,
+                  blk.norm[k], c, out);
+              continue;
+            }
+            const double ak = a[k];
+            if constexpr (kSparse) {
+              const int64_t e = csr.end(i);
+              for (int64_t t = csr.begin(i); t < e; ++t) {
+                op[csr.inner[t]] += ak * csr.value[t];
+              }
+            } else {
+              out.noalias() += ak * dense.row(i).transpose();
+            }
+          }
+        });
+  }
+
+  // One-score losses: the sum of the rows' losses, in order from 0.
+  template <LossKind kLoss, bool kSparse>
+  static double LossRows(const Objective& obj, const Dataset& data,
+                         int64_t begin, int64_t end,
+                         const Eigen::Ref<const Eigen::VectorXd>& w) {
+    const double huber_width = obj.config_.huber_width;
+    double sum = 0.0;
+    ForEachBlock<kSparse, 0>(
+        data, [](int64_t pos) { return pos; }, begin, end, w,
+        [&](const Block& blk) {
+          for (int k = 0; k < blk.n; ++k) {
+            double c;
+            sum += ScalarCoefficient<kLoss, true>(
+                huber_width, blk.score[k], obj.EffectiveLabel(data, blk.row[k]),
+                &c);
+          }
+        });
+    return sum;
+  }
+
+  // Binary losses: rows with sign(<w, x_i>) == y_i (0 counts as +1).
+  template <bool kSparse>
+  static int64_t CorrectRows(const Dataset& data, int64_t begin, int64_t end,
+                             const Eigen::Ref<const Eigen::VectorXd>& w) {
+    int64_t correct = 0;
+    ForEachBlock<kSparse, 0>(
+        data, [](int64_t pos) { return pos; }, begin, end, w,
+        [&](const Block& blk) {
+          for (int k = 0; k < blk.n; ++k) {
+            const double pred = blk.score[k] >= 0 ? 1.0 : -1.0;
+            correct += (pred == data.label(blk.row[k]));
+          }
+        });
+    return correct;
+  }
+
+  // Softmax: the per-example calls, row by row (norms on the fly).
+  template <typename RowAt>
+  static void VectorRows(const Objective& obj, const Dataset& data,
+                         const RowAt& row_at, int64_t begin, int64_t end,
+                         const Eigen::Ref<const Eigen::VectorXd>& w, Mode mode,
+                         double param, Eigen::Ref<Eigen::VectorXd> out) {
+    Eigen::VectorXd c(obj.outputs_);
+    for (int64_t pos = begin; pos < end; ++pos) {
+      const int64_t i = row_at(pos);
+      if (mode == Mode::kScaled) {
+        obj.ExampleCoefficients(data, i, w, c);
+        obj.AddScaledExampleGradient(data, i, c, param, out);
+      } else {
+        obj.AddClippedExampleGradient(
+            data, i, w, mode == Mode::kClipL2 ? ClipNorm::kL2 : ClipNorm::kL1,
+            param, RowNormFor(data, i, mode), c, out);
+      }
+    }
+  }
+
+  // f(std::integral_constant<LossKind, L>) for the one-score loss L;
+  // false for softmax.
+  template <typename F>
+  static bool VisitScalarLoss(LossKind loss, F&& f) {
+    using K = LossKind;
+    switch (loss) {
+      case K::kLogistic:
+        f(std::integral_constant<K, K::kLogistic>());
+        return true;
+      case K::kHinge:
+        f(std::integral_constant<K, K::kHinge>());
+        return true;
+      case K::kHuberizedHinge:
+        f(std::integral_constant<K, K::kHuberizedHinge>());
+        return true;
+      case K::kLeastSquares:
+        f(std::integral_constant<K, K::kLeastSquares>());
+        return true;
+      case K::kSoftmax:
+        return false;
+    }
+    return false;
+  }
+
+  // f(std::bool_constant<data.is_sparse()>).
+  template <typename F>
+  static void VisitLayout(const Dataset& data, F&& f) {
+    if (data.is_sparse()) {
+      f(std::true_type());
+    } else {
+      f(std::false_type());
+    }
+  }
+
+  // Accumulates rows row_at(pos), pos in [begin, end), into out.
+  template <typename RowAt>
+  static void Rows(const Objective& obj, const Dataset& data,
+                   const RowAt& row_at, int64_t begin, int64_t end,
+                   const Eigen::Ref<const Eigen::VectorXd>& w, Mode mode,
+                   double param, Eigen::Ref<Eigen::VectorXd> out) {
+    const bool scalar = VisitScalarLoss(obj.config_.loss, [&](auto loss) {
+      VisitLayout(data, [&](auto sparse) {
+        constexpr LossKind kLoss = decltype(loss)::value;
+        constexpr bool kSparse = decltype(sparse)::value;
+        switch (mode) {
+          case Mode::kScaled:
+            return GradientRows<kLoss, kSparse, 0>(obj, data, row_at, begin,
+                                                   end, w, mode, param, out);
+          case Mode::kClipL2:
+            return GradientRows<kLoss, kSparse, 1>(obj, data, row_at, begin,
+                                                   end, w, mode, param, out);
+          case Mode::kClipL1:
+            return GradientRows<kLoss, kSparse, 2>(obj, data, row_at, begin,
+                                                   end, w, mode, param, out);
+        }
+      });
+    });
+    if (!scalar) VectorRows(obj, data, row_at, begin, end, w, mode, param, out);
+  }
+};
+
+void Objective::AddClippedGradientSum(
+    const Dataset& data, absl::Span<const int64_t> rows,
+    const Eigen::Ref<const Eigen::VectorXd>& w, ClipNorm norm, double clip,
+    Eigen::Ref<Eigen::VectorXd> out) const {
+  const Kernels::Mode mode =
+      norm == ClipNorm::kL2 ? Kernels::Mode::kClipL2 : Kernels::Mode::kClipL1;
+  const auto row_at = [rows](int64_t pos) { return rows[pos]; };
+  const Chunking chunking = ChunkRows(static_cast<int64_t>(rows.size()),
+                                      dimension_, parameter_size());
+  ChunkedVectorSum(
+      chunking, GetParallelOptions().threads,
+      [&](int64_t chunk, Eigen::Ref<Eigen::VectorXd> acc) {
+        Kernels::Rows(*this, data, row_at, chunking.begin(chunk),
+                      chunking.end(chunk), w, mode, clip, acc);
+      },
+      out);
+}
+
+void Objective::AddGradientSum(const Dataset& data,
+                               const Eigen::Ref<const Eigen::VectorXd>& w,
+                               double scale,
+                               Eigen::Ref<Eigen::VectorXd> out) const {
+  const auto row_at = [](int64_t pos) { return pos; };
+  const Chunking chunking =
+      ChunkRows(data.rows(), dimension_, parameter_size());
+  ChunkedVectorSum(
+      chunking, GetParallelOptions().threads,
+      [&](int64_t chunk, Eigen::Ref<Eigen::VectorXd> acc) {
+        Kernels::Rows(*this, data, row_at, chunking.begin(chunk),
+                      chunking.end(chunk), w, Kernels::Mode::kScaled, scale,
+                      acc);
+      },
+      out);
+}
+
 Eigen::VectorXd Objective::ExampleGradient(
     const Dataset& data, int64_t i,
     const Eigen::Ref<const Eigen::VectorXd>& w) const {
@@ -321,23 +777,36 @@ void Objective::AddSmoothRegularizerGradient(
 
 double Objective::Loss(const Dataset& data,
                        const Eigen::Ref<const Eigen::VectorXd>& w) const {
-  Eigen::VectorXd c(outputs_);
-  double sum = 0.0;
-  for (int64_t i = 0; i < data.rows(); ++i) {
-    sum += ExampleCoefficients(data, i, w, c);
-  }
+  const Chunking chunking =
+      ChunkRows(data.rows(), dimension_, parameter_size());
+  const double sum = ChunkedScalarSum(
+      chunking, GetParallelOptions().threads, [&](int64_t chunk) {
+        const int64_t begin = chunking.begin(chunk);
+        const int64_t end = chunking.end(chunk);
+        double s = 0.0;
+        const bool scalar =
+            Kernels::VisitScalarLoss(config_.loss, [&](auto loss) {
+              Kernels::VisitLayout(data, [&](auto sparse) {
+                s = Kernels::LossRows<decltype(loss)::value,
+                                      decltype(sparse)::value>(*this, data,
+                                                               begin, end, w);
+              });
+            });
+        if (!scalar) {
+          Eigen::VectorXd c(outputs_);
+          for (int64_t i = begin; i < end; ++i) {
+            s += ExampleCoefficients(data, i, w, c);
+          }
+        }
+        return s;
+      });
   return sum / static_cast<double>(data.rows()) + Regularizer(w);
 }
 
 Eigen::VectorXd Objective::SmoothGradient(
     const Dataset& data, const Eigen::Ref<const Eigen::VectorXd>& w) const {
-  Eigen::VectorXd c(outputs_);
   Eigen::VectorXd g = Eigen::VectorXd::Zero(parameter_size());
-  const double inv_n = 1.0 / static_cast<double>(data.rows());
-  for (int64_t i = 0; i < data.rows(); ++i) {
-    ExampleCoefficients(data, i, w, c);
-    AddScaledExampleGradient(data, i, c, inv_n, g);
-  }
+  AddGradientSum(data, w, 1.0 / static_cast<double>(data.rows()), g);
   AddSmoothRegularizerGradient(w, g);
   return g;
 }
@@ -347,25 +816,35 @@ double Objective::Accuracy(const Dataset& data,
   if (config_.loss == LossKind::kLeastSquares || data.rows() == 0) {
     return std::numeric_limits<double>::quiet_NaN();
   }
-  int64_t correct = 0;
-  for (int64_t i = 0; i < data.rows(); ++i) {
-    if (config_.loss == LossKind::kSoftmax) {
-      int best = 0;
-      double best_score = -std::numeric_limits<double>::infinity();
-      for (int j = 0; j < outputs_; ++j) {
-        const double s = data.RowDot(i, w.segment(j * dimension_, dimension_));
-        if (s > best_score) {
-          best_score = s;
-          best = j;
+  const Chunking chunking =
+      ChunkRows(data.rows(), dimension_, parameter_size());
+  // Counts below 2^53: exact in any order.
+  const double correct = ChunkedScalarSum(
+      chunking, GetParallelOptions().threads, [&](int64_t chunk) {
+        int64_t n = 0;
+        if (config_.loss != LossKind::kSoftmax) {
+          Kernels::VisitLayout(data, [&](auto sparse) {
+            n = Kernels::CorrectRows<decltype(sparse)::value>(
+                data, chunking.begin(chunk), chunking.end(chunk), w);
+          });
+          return static_cast<double>(n);
         }
-      }
-      correct += (best == static_cast<int>(data.label(i)));
-    } else {
-      const double pred = data.RowDot(i, w) >= 0 ? 1.0 : -1.0;
-      correct += (pred == data.label(i));
-    }
-  }
-  return static_cast<double>(correct) / static_cast<double>(data.rows());
+        for (int64_t i = chunking.begin(chunk); i < chunking.end(chunk); ++i) {
+          int best = 0;
+          double best_score = -std::numeric_limits<double>::infinity();
+          for (int j = 0; j < outputs_; ++j) {
+            const double s =
+                data.RowDot(i, w.segment(j * dimension_, dimension_));
+            if (s > best_score) {
+              best_score = s;
+              best = j;
+            }
+          }
+          n += (best == static_cast<int>(data.label(i)));
+        }
+        return static_cast<double>(n);
+      });
+  return correct / static_cast<double>(data.rows());
 }
 
 }  // namespace dpopt::optim

@@ -121,7 +121,6 @@ PrivateGradientOracle::PrivateGradientOracle(
       rng_(rng),
       noise_(noise),
       budget_(budget),
-      coef_(objective.outputs()),
       sum_(objective.parameter_size()) {}
 
 absl::Status PrivateGradientOracle::Sample(double q) {
@@ -134,31 +133,12 @@ absl::Status PrivateGradientOracle::Sample(double q) {
 
 void PrivateGradientOracle::ClippedSum(
     Norm norm, double clip, const Eigen::Ref<const Eigen::VectorXd>& w) {
-  Eigen::VectorXd& row_norm = norm == Norm::kL2 ? row_l2_ : row_l1_;
-  if (row_norm.size() != data_.rows()) {
-    row_norm.resize(data_.rows());
-    for (int64_t i = 0; i < data_.rows(); ++i) {
-      if (norm == Norm::kL2) {
-        row_norm[i] = data_.RowNorm(i);
-      } else if (data_.is_sparse()) {
-        double s = 0;
-        for (SparseRows::InnerIterator it(data_.sparse(), i); it; ++it) {
-          s += std::abs(it.value());
-        }
-        row_norm[i] = s;
-      } else {
-        row_norm[i] = data_.dense().row(i).lpNorm<1>();
-      }
-    }
-  }
   sum_.setZero();
-  const Objective::ClipNorm clip_norm =
-      norm == Norm::kL2 ? Objective::ClipNorm::kL2 : Objective::ClipNorm::kL1;
-  for (int64_t i : batch_) {
-    // Total on finite rows: each term is finite with norm <= clip.
-    objective_.AddClippedExampleGradient(data_, i, w, clip_norm, clip,
-                                         row_norm[i], coef_, sum_);
-  }
+  // Total on finite rows: each term is finite with norm <= clip.
+  objective_.AddClippedGradientSum(
+      data_, batch_, w,
+      norm == Norm::kL2 ? Objective::ClipNorm::kL2 : Objective::ClipNorm::kL1,
+      clip, sum_);
 }
 
 absl::Status PrivateGradientOracle::GaussianGradient(
@@ -211,10 +191,7 @@ absl::Status PrivateGradientOracle::ExactGradient(
   }
   RETURN_IF_ERROR(budget_.Charge(privacy::DpEvent::NoOp()));
   sum_.setZero();
-  for (int64_t i = 0; i < data_.rows(); ++i) {
-    objective_.ExampleCoefficients(data_, i, w, coef_);
-    objective_.AddScaledExampleGradient(data_, i, coef_, 1.0, sum_);
-  }
+  objective_.AddGradientSum(data_, w, 1.0, sum_);
   *g = sum_ / static_cast<double>(public_rows_);
   objective_.AddSmoothRegularizerGradient(w, *g);
   return absl::OkStatus();

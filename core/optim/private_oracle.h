@@ -28,6 +28,15 @@
 // the event PoissonSampled(q, DiscreteLaplace(b_mult))
 // (LaplaceGradientEvent()).
 //
+// Computation (issue 10, "Kernels"): steps 2-3 are
+// Objective::AddClippedGradientSum (batched gather / clip / scatter, row
+// norms computed on the fly); ExactGradient is Objective::AddGradientSum.
+// Batches longer than one chunk (parallel.h ChunkRows; e.g. DP-GD's q = 1)
+// run on up to GetParallelOptions().threads threads with a result bitwise
+// independent of the thread count; smaller ones on the caller. The time of a
+// release depends on the number of sampled rows and their nonzeros, not on
+// the values in them (objective.h, "Timing").
+//
 // Extending: new privatized queries (e.g. seed 003's clipped loss sums for
 // the noisy line search) belong here as further methods, each charging its
 // exact event first.
@@ -137,12 +146,9 @@ class PrivateGradientOracle {
   noise::RandomSource& rng_;
   const NoiseAdder& noise_;
   ReleaseBudget& budget_;
-  Eigen::VectorXd row_l2_;  // ||x_i||_2, computed lazily
-  Eigen::VectorXd row_l1_;  // ||x_i||_1, computed lazily
   std::vector<int64_t> batch_;
   std::unique_ptr<PoissonSampler> sampler_;  // for the last rate used
   double sampler_rate_ = 0;
-  Eigen::VectorXd coef_;
   Eigen::VectorXd sum_;
 };
 

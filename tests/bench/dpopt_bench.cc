@@ -8,9 +8,12 @@
 //
 // Environment: DPOPT_BENCH_A9A (default <source>/data/adult/a9a) is the
 // LIBSVM file of the a9a benchmarks; DPOPT_BENCH_MAX_ROWS (default 1000000)
-// caps the generated dense datasets (the smoke run uses 10000).
+// caps the generated dense datasets (the smoke run uses 10000);
+// DPOPT_BENCH_THREADS (default ParallelOptions::DefaultThreads()) sets the
+// threads of the kernels (SetParallelOptions).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -31,6 +34,7 @@
 #include "core/noise/testing/seeded_random.h"
 #include "core/noise/vector_mechanisms.h"
 #include "core/optim/objective.h"
+#include "core/optim/parallel.h"
 #include "core/optim/private_oracle.h"
 #include "core/optim/release_budget.h"
 #include "core/privacy/accountant.h"
@@ -45,6 +49,15 @@ std::string A9aPath() {
   const char* env = std::getenv("DPOPT_BENCH_A9A");
   return env != nullptr ? env : DPOPT_SOURCE_DIR "/data/adult/a9a";
 }
+
+const bool kThreadsSet = [] {
+  const char* env = std::getenv("DPOPT_BENCH_THREADS");
+  if (env == nullptr) return false;
+  optim::ParallelOptions options;
+  options.threads = std::atoi(env);
+  if (!optim::SetParallelOptions(options).ok()) std::abort();
+  return true;
+}();
 
 int64_t MaxRows() {
   const char* env = std::getenv("DPOPT_BENCH_MAX_ROWS");
@@ -266,26 +279,66 @@ std::unique_ptr<optim::Objective> Logistic(const Dataset& d) {
 // The gradient work of one DP-SGD step alone: per-example clipped logistic
 // gradients of a fixed batch, summed (no sampling, no noise). Args: dataset
 // (0 = a9a, else n dense rows), batch size.
+//
+// BM_ClippedGradientSum runs the oracle's kernel
+// (Objective::AddClippedGradientSum, row norms computed on the fly);
+// BM_ClippedGradientSumPerRow the per-example call with the norms cached
+// (what the oracle did before the batched kernel, and what seed 004's nodes
+// call).
+struct GradientBatches {
+  // 64 different batches in rotation: like real steps, rows come from
+  // anywhere in the dataset (a single repeated batch would stay in cache
+  // and understate the gradient work on a large dataset).
+  static constexpr int kBatches = 64;
+  GradientBatches(const Dataset& data, int64_t batch)
+      : rows(kBatches, std::vector<int64_t>(batch)),
+        norms(kBatches, std::vector<double>(batch)) {
+    noise::testing::SeededRandomForTesting pick(3);
+    for (int b = 0; b < kBatches; ++b) {
+      for (int64_t& r : rows[b]) {
+        r = static_cast<int64_t>(pick.NextUint64() % data.rows());
+      }
+      std::sort(rows[b].begin(), rows[b].end());
+      for (int64_t k = 0; k < batch; ++k)
+        norms[b][k] = data.RowNorm(rows[b][k]);
+    }
+  }
+  std::vector<std::vector<int64_t>> rows;
+  std::vector<std::vector<double>> norms;
+};
+
 void BM_ClippedGradientSum(benchmark::State& state) {
   const Dataset* data = DataFor(state.range(0));
   if (data == nullptr) return state.SkipWithError("dataset unavailable");
   state.SetLabel(DataLabel(state.range(0)));
   auto objective = Logistic(*data);
   const int64_t batch = state.range(1);
-  // 64 different batches in rotation: like real steps, rows come from
-  // anywhere in the dataset (a single repeated batch would stay in cache
-  // and understate the gradient work on a large dataset).
-  constexpr int kBatches = 64;
-  noise::testing::SeededRandomForTesting pick(3);
-  std::vector<std::vector<int64_t>> rows(kBatches, std::vector<int64_t>(batch));
-  std::vector<std::vector<double>> norms(kBatches, std::vector<double>(batch));
-  for (int b = 0; b < kBatches; ++b) {
-    for (int64_t& r : rows[b]) {
-      r = static_cast<int64_t>(pick.NextUint64() % data->rows());
-    }
-    std::sort(rows[b].begin(), rows[b].end());
-    for (int64_t k = 0; k < batch; ++k) norms[b][k] = data->RowNorm(rows[b][k]);
+  const GradientBatches batches(*data, batch);
+  const int64_t p = objective->parameter_size();
+  Eigen::VectorXd w = Eigen::VectorXd::Constant(p, 0.01);
+  Eigen::VectorXd sum(p);
+  int b = 0;
+  for (auto _ : state) {
+    sum.setZero();
+    objective->AddClippedGradientSum(*data, batches.rows[b], w,
+                                     optim::Objective::ClipNorm::kL2, 1.0, sum);
+    b = (b + 1) % GradientBatches::kBatches;
+    benchmark::DoNotOptimize(sum.data());
   }
+  state.SetItemsProcessed(state.iterations() * batch);
+}
+BENCHMARK(BM_ClippedGradientSum)
+    ->Args({0, 325})
+    ->Args({1'000'000, 1000})
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_ClippedGradientSumPerRow(benchmark::State& state) {
+  const Dataset* data = DataFor(state.range(0));
+  if (data == nullptr) return state.SkipWithError("dataset unavailable");
+  state.SetLabel(DataLabel(state.range(0)));
+  auto objective = Logistic(*data);
+  const int64_t batch = state.range(1);
+  const GradientBatches batches(*data, batch);
   const int64_t p = objective->parameter_size();
   Eigen::VectorXd w = Eigen::VectorXd::Constant(p, 0.01);
   Eigen::VectorXd c(objective->outputs()), sum(p);
@@ -293,16 +346,16 @@ void BM_ClippedGradientSum(benchmark::State& state) {
   for (auto _ : state) {
     sum.setZero();
     for (int64_t k = 0; k < batch; ++k) {
-      objective->AddClippedExampleGradient(*data, rows[b][k], w,
+      objective->AddClippedExampleGradient(*data, batches.rows[b][k], w,
                                            optim::Objective::ClipNorm::kL2, 1.0,
-                                           norms[b][k], c, sum);
+                                           batches.norms[b][k], c, sum);
     }
-    b = (b + 1) % kBatches;
+    b = (b + 1) % GradientBatches::kBatches;
     benchmark::DoNotOptimize(sum.data());
   }
   state.SetItemsProcessed(state.iterations() * batch);
 }
-BENCHMARK(BM_ClippedGradientSum)
+BENCHMARK(BM_ClippedGradientSumPerRow)
     ->Args({0, 325})
     ->Args({1'000'000, 1000})
     ->Unit(benchmark::kMicrosecond);
