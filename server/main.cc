@@ -29,6 +29,10 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "address to listen on, HOST:PORT (0.0.0.0:50051 for all interfaces)");
 ABSL_FLAG(int, workers, 2, "job worker threads");
 ABSL_FLAG(int, queue, 64, "maximum number of queued jobs");
+ABSL_FLAG(int, kernel_threads, 0,
+          "threads one large kernel call (full-batch gradient, evaluation on a "
+          "large set) may use; 0 = hardware threads, at most 4; results are "
+          "identical for any value");
 ABSL_FLAG(int64_t, dataset_cache_mb, 512,
           "memory cap (MiB) of the decoded datasets kept between jobs so a "
           "job does not re-read its rows from the database; least recently "
@@ -228,6 +232,7 @@ int main(int argc, char** argv) {
   o.workers = absl::GetFlag(FLAGS_workers);
   o.queue_capacity = absl::GetFlag(FLAGS_queue);
   o.dataset_cache_mb = absl::GetFlag(FLAGS_dataset_cache_mb);
+  o.kernel_threads = absl::GetFlag(FLAGS_kernel_threads);
   o.curator_token_file = absl::GetFlag(FLAGS_curator_token_file);
   o.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   o.tls_key = absl::GetFlag(FLAGS_tls_key);

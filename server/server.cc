@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "core/common/status_macros.h"
+#include "core/optim/parallel.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/auth.h"
@@ -56,6 +57,13 @@ absl::Status ServerOptions::Validate() const {
     return absl::InvalidArgumentError(
         "--dataset-cache-mb must be in [0, 2^30] (0 turns the cache off)");
   }
+  if (kernel_threads < 0 ||
+      kernel_threads > optim::ParallelOptions::kMaxThreads) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kernel-threads must be in [0, ", optim::ParallelOptions::kMaxThreads,
+        "] (0 = hardware threads, at most ",
+        optim::ParallelOptions::kDefaultMaxThreads, ")"));
+  }
   if (tls_cert.empty() != tls_key.empty()) {
     return absl::InvalidArgumentError(
         "--tls-cert and --tls-key must be given together");
@@ -86,6 +94,11 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
     const ServerOptions& options) {
   RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<DpoptServer> s(new DpoptServer());
+  if (options.kernel_threads > 0) {
+    optim::ParallelOptions parallel;
+    parallel.threads = options.kernel_threads;
+    RETURN_IF_ERROR(optim::SetParallelOptions(parallel));
+  }
   s->options_ = options;
   // One server per database: a second server (or `dpopt-server restore`)
   // would race this one's ledger mark and files.

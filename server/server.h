@@ -43,6 +43,10 @@ struct ServerOptions {
   // Memory cap of the decoded datasets kept between jobs
   // (server/dataset_cache.h), in MiB; 0 turns the cache off.
   int64_t dataset_cache_mb = 512;
+  // Threads one large kernel call may use (full-batch gradients, evaluation
+  // on large sets; core/optim/parallel.h); 0 = hardware threads, at most 4.
+  // Results never depend on it (fixed chunks, fixed-order sums).
+  int kernel_threads = 0;
   // Largest gRPC message accepted (import chunks are 1 MiB).
   int max_message_bytes = 16 << 20;
   // Where the first start on a fresh database writes the curator's bearer

@@ -1,0 +1,62 @@
+// ServerOptions::Validate for the performance knobs (issue 10).
+#include <stdlib.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "core/optim/parallel.h"
+#include "gtest/gtest.h"
+#include "server/server.h"
+
+namespace dpopt::server {
+namespace {
+
+ServerOptions Valid() {
+  ServerOptions o;
+  o.db_path = "unused.db";
+  return o;
+}
+
+TEST(ServerOptionsTest, KernelThreadsRange) {
+  ServerOptions o = Valid();
+  ASSERT_TRUE(o.Validate().ok()) << o.Validate();
+  for (int t : {0, 1, 2, optim::ParallelOptions::kMaxThreads}) {
+    o.kernel_threads = t;
+    EXPECT_TRUE(o.Validate().ok()) << t;
+  }
+  for (int t : {-1, optim::ParallelOptions::kMaxThreads + 1}) {
+    o.kernel_threads = t;
+    const absl::Status s = o.Validate();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << t;
+    EXPECT_NE(s.message().find("--kernel-threads"), std::string::npos) << s;
+  }
+}
+
+TEST(ServerOptionsTest, StartAppliesKernelThreads) {
+  char dir[] = "/tmp/dpopt-options-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const optim::ParallelOptions before = optim::GetParallelOptions();
+  ServerOptions o = Valid();
+  o.db_path = std::string(dir) + "/d.db";
+  o.listen = "127.0.0.1:0";
+  o.kernel_threads = 3;
+  {
+    absl::StatusOr<std::unique_ptr<DpoptServer>> s = DpoptServer::Start(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(optim::GetParallelOptions().threads, 3);
+  }
+  ASSERT_TRUE(optim::SetParallelOptions(before).ok());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ServerOptionsTest, DatasetCacheRange) {
+  ServerOptions o = Valid();
+  o.dataset_cache_mb = 0;
+  EXPECT_TRUE(o.Validate().ok());
+  o.dataset_cache_mb = -1;
+  EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace dpopt::server
