@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/noise/mpfr_util.h"
 
 namespace dpopt::noise {
 namespace {
@@ -27,18 +28,8 @@ static_assert(NormalEnvelope::kFineEnd + NormalEnvelope::kCells -
 // Bernoulli(exp(-1/2)), exactly (CKS 2020 Algorithm 1).
 bool ExpMinusHalf(RandomBits& bits) { return BernoulliExpMinus(bits, 1, 2); }
 
-// RAII mpfr_t (as in skip_sampling.cc).
-class Mp {
- public:
-  explicit Mp(mpfr_prec_t prec) { mpfr_init2(x_, prec); }
-  ~Mp() { mpfr_clear(x_); }
-  Mp(const Mp&) = delete;
-  Mp& operator=(const Mp&) = delete;
-  mpfr_ptr get() { return x_; }
-
- private:
-  mpfr_t x_;
-};
+using internal::Mp;
+using internal::ReleaseMpfrThreadCache;
 
 // MPFR keeps per-thread caches of constants (log 2, ...) that mpfr_exp
 // fills; they are not freed when a job thread exits. skip_sampling.cc frees
@@ -46,13 +37,7 @@ class Mp {
 // them would cost 5x the exponentials, so they are kept until the thread
 // exits: the first MPFR use on a thread constructs a thread_local whose
 // destructor (run at thread exit) frees them.
-class ReleaseMpfrThreadCache {
- public:
-  ReleaseMpfrThreadCache() = default;
-  ReleaseMpfrThreadCache(const ReleaseMpfrThreadCache&) = delete;
-  ReleaseMpfrThreadCache& operator=(const ReleaseMpfrThreadCache&) = delete;
-  ~ReleaseMpfrThreadCache() { mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); }
-};
+// (internal::ReleaseMpfrThreadCache, core/noise/mpfr_util.h)
 
 void ReleaseMpfrCacheAtThreadExit() {
   static thread_local ReleaseMpfrThreadCache release;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/noise/mpfr_util.h"
 
 // Why the output is exactly Poisson(q) sampling.
 //
@@ -63,29 +64,13 @@ namespace {
 
 using uint128 = unsigned __int128;
 
-// RAII mpfr_t.
-class Mp {
- public:
-  explicit Mp(mpfr_prec_t prec) { mpfr_init2(x_, prec); }
-  ~Mp() { mpfr_clear(x_); }
-  Mp(const Mp&) = delete;
-  Mp& operator=(const Mp&) = delete;
-  mpfr_ptr get() { return x_; }
-
- private:
-  mpfr_t x_;
-};
+using internal::Mp;
+using internal::ReleaseMpfrThreadCache;
 
 // MPFR keeps per-thread caches of constants (log 2, ...) that mpfr_exp and
 // mpfr_log1p fill; they are not freed when a job thread exits. Release them
 // when the MPFR work of a call is done.
-class ReleaseMpfrThreadCache {
- public:
-  ReleaseMpfrThreadCache() = default;
-  ReleaseMpfrThreadCache(const ReleaseMpfrThreadCache&) = delete;
-  ReleaseMpfrThreadCache& operator=(const ReleaseMpfrThreadCache&) = delete;
-  ~ReleaseMpfrThreadCache() { mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); }
-};
+// (internal::ReleaseMpfrThreadCache, core/noise/mpfr_util.h)
 
 // c_lo <= c <= c_hi for c = ((1 - q) - exp(-lambda)) / (1 - exp(-lambda)),
 // lambda = s 2^-64, computed at `prec` bits with outward rounding. c_lo is

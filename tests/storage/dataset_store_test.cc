@@ -31,21 +31,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-ImportOptions Libsvm(const std::string& name, int64_t dimension) {
-  ImportOptions o;
-  o.name = name;
-  o.format = DatasetFormat::kLibsvm;
-  o.dimension = dimension;
-  o.epsilon_budget = 3;
-  o.delta_budget = 1e-6;
-  return o;
-}
-
-ImportOptions Csv(const std::string& name, int64_t dimension) {
-  ImportOptions o = Libsvm(name, dimension);
-  o.format = DatasetFormat::kCsv;
-  return o;
-}
+using ::dpopt::storage::testing::Csv;
+using ::dpopt::storage::testing::Libsvm;
 
 class DatasetStoreTest : public ::testing::Test {
  protected:

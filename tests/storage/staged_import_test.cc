@@ -33,21 +33,8 @@ using ::dpopt::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-ImportOptions Libsvm(const std::string& name, int64_t dimension) {
-  ImportOptions o;
-  o.name = name;
-  o.format = DatasetFormat::kLibsvm;
-  o.dimension = dimension;
-  o.epsilon_budget = 3;
-  o.delta_budget = 1e-6;
-  return o;
-}
-
-ImportOptions Csv(const std::string& name, int64_t dimension) {
-  ImportOptions o = Libsvm(name, dimension);
-  o.format = DatasetFormat::kCsv;
-  return o;
-}
+using ::dpopt::storage::testing::Csv;
+using ::dpopt::storage::testing::Libsvm;
 
 // The blocks a parser produces, concatenated back into one ParsedRows.
 struct Collected {
@@ -470,7 +457,7 @@ TEST_F(StagedImportTest, StorageErrorOfABlockSurfacesAndLeavesNothing) {
   absl::Status s = import->Write(kFile);  // 2 full blocks queued
   if (s.ok()) s = import->Sync();
   EXPECT_THAT(s, StatusIs(absl::StatusCode::kFailedPrecondition,
-                         HasSubstr("injected failure")));
+                          HasSubstr("injected failure")));
   EXPECT_FALSE(import->Commit().ok());
   EXPECT_EQ(Count("datasets"), 0);
   EXPECT_EQ(Count("dataset_blocks"), 0);

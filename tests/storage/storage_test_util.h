@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 #include "storage/database.h"
+#include "storage/dataset_import.h"
 #include "storage/sqlite.h"
 
 namespace dpopt::storage {
@@ -87,6 +88,22 @@ inline std::string SourceDir() {
 #else
   return ".";
 #endif
+}
+
+// Import options of a private LIBSVM / CSV dataset (budget 3, 1e-6).
+inline ImportOptions Libsvm(const std::string& name, int64_t dimension) {
+  ImportOptions o;
+  o.name = name;
+  o.format = DatasetFormat::kLibsvm;
+  o.dimension = dimension;
+  o.epsilon_budget = 3;
+  o.delta_budget = 1e-6;
+  return o;
+}
+inline ImportOptions Csv(const std::string& name, int64_t dimension) {
+  ImportOptions o = Libsvm(name, dimension);
+  o.format = DatasetFormat::kCsv;
+  return o;
 }
 
 }  // namespace testing
