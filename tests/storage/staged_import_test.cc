@@ -267,9 +267,11 @@ TEST(DatasetParserTest, NumbersParseExactlyAsSimpleAtod) {
     double v;
     std::memcpy(&v, &x, sizeof(v));
     if (!std::isfinite(v)) continue;
-    tokens.push_back(absl::StrFormat(i % 3 == 0 ? "%.17g" : "%.*g",
-                                     i % 3 == 0 ? 0 : 1 + i % 17, v));
-    if (i % 3 == 0) tokens.back() = absl::StrFormat("%.17g", v);
+    if (i % 3 == 0) {
+      tokens.push_back(absl::StrFormat("%.17g", v));
+    } else {
+      tokens.push_back(absl::StrFormat("%.*g", 1 + i % 17, v));
+    }
   }
   ImportOptions o = Csv("n", 1);
   o.label_kind = LabelKind::kReal;
