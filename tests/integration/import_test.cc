@@ -2,9 +2,6 @@
 // and stored as they arrive, the dataset stays invisible until the stream
 // ends, other RPCs (admissions included) proceed meanwhile, and an error, a
 // cancellation or a crash leaves nothing behind.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <memory>
 #include <string>
 
@@ -16,6 +13,7 @@
 #include "storage/database.h"
 #include "storage/dataset_store.h"
 #include "tests/integration/test_server.h"
+#include "tests/storage/storage_test_util.h"
 
 namespace dpopt::testing {
 namespace {
@@ -173,29 +171,37 @@ TEST(StreamingImportTest, CancelledUploadLeavesNothing) {
 TEST(StreamingImportTest, ImportInterruptedByACrashIsRemovedAtStart) {
   TestServer s;
   s.Stop();
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    // A server that staged two blocks and died without cleanup.
+  {
+    // The state a crash mid-import leaves (storage_staged_import_test makes
+    // it with a real killed process): a record marked in progress, with
+    // stored blocks. Made here without fork (this process has gRPC threads).
     auto db = storage::Database::Open(s.db_path());
-    if (!db.ok()) _exit(2);
+    ASSERT_TRUE(db.ok()) << db.status();
     storage::ImportOptions o;
     o.name = "crashed";
     o.dimension = 3;
     o.epsilon_budget = 3;
-    auto import = (*db)->datasets().BeginImport(o);
-    if (!import.ok() || !(*import)->Write(Rows(0, kRows)).ok() ||
-        !(*import)->Sync().ok()) {
-      _exit(3);
-    }
-    _exit(0);
+    ASSERT_TRUE((*db)->datasets().Import(o, Rows(0, kRows)).ok());
+    ASSERT_TRUE(storage::DatabaseTestPeer::Execute(
+                    **db, absl::StrCat("UPDATE datasets SET deleted_at = ",
+                                       storage::kImportInProgress,
+                                       " WHERE name = 'crashed'"))
+                    .ok());
+    auto blocks = storage::DatabaseTestPeer::QueryInt(
+        **db, "SELECT count(*) FROM dataset_blocks");
+    ASSERT_TRUE(blocks.ok());
+    ASSERT_GT(*blocks, 0);
   }
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  ASSERT_EQ(WEXITSTATUS(status), 0);
   s.Start();
   EXPECT_TRUE(Names(s).empty());
+  {
+    auto db = storage::Database::Open(s.db_path());
+    ASSERT_TRUE(db.ok()) << db.status();
+    auto blocks = storage::DatabaseTestPeer::QueryInt(
+        **db, "SELECT count(*) FROM dataset_blocks");
+    ASSERT_TRUE(blocks.ok());
+    EXPECT_EQ(*blocks, 0);  // the start removed the staged rows
+  }
   grpc::Status st = s.Import(Header("crashed"), Rows(0, 10));
   EXPECT_TRUE(st.ok()) << st.error_message();
 }
