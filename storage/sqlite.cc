@@ -120,7 +120,29 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
   return conn;
 }
 
-Connection::~Connection() { sqlite3_close_v2(db_); }
+Connection::~Connection() {
+  for (auto& [sql, stmts] : cache_) {
+    for (sqlite3_stmt* st : stmts) sqlite3_finalize(st);
+  }
+  sqlite3_close_v2(db_);
+}
+
+void Connection::Release(sqlite3_stmt* stmt) {
+  const char* sql = sqlite3_sql(stmt);
+  if (cached_ >= kMaxCachedStatements || sql == nullptr) {
+    sqlite3_finalize(stmt);
+    return;
+  }
+  std::vector<sqlite3_stmt*>& free = cache_[sql];
+  if (free.size() >= kMaxCachedPerText) {  // a text that keeps missing
+    sqlite3_finalize(stmt);
+    return;
+  }
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  free.push_back(stmt);
+  ++cached_;
+}
 
 absl::Status Connection::Execute(absl::string_view sql) {
   const std::string owned(sql);
@@ -135,6 +157,12 @@ absl::Status Connection::Execute(absl::string_view sql) {
 }
 
 absl::StatusOr<Statement> Connection::Prepare(absl::string_view sql) {
+  if (auto it = cache_.find(sql); it != cache_.end() && !it->second.empty()) {
+    sqlite3_stmt* cached = it->second.back();
+    it->second.pop_back();
+    --cached_;
+    return Statement(db_, cached, this);
+  }
   sqlite3_stmt* stmt = nullptr;
   const char* tail = nullptr;
   const int rc = sqlite3_prepare_v2(db_, sql.data(),
@@ -143,7 +171,11 @@ absl::StatusOr<Statement> Connection::Prepare(absl::string_view sql) {
     sqlite3_finalize(stmt);
     return SqliteStatus(rc, "prepare", sqlite3_errmsg(db_));
   }
-  Statement result(db_, stmt);
+  // Cached under sqlite3_sql(stmt): the text of this one statement, which
+  // is `sql` without a trailing ";" or blanks (checked below), so a later
+  // Prepare of the same `sql` may miss the cache but never gets another
+  // statement.
+  Statement result(db_, stmt, this);
   if (stmt == nullptr) {
     return absl::InvalidArgumentError("prepare: no SQL statement");
   }
@@ -231,21 +263,32 @@ absl::Status Connection::BackupTo(const std::string& dest_path) {
 // Statement
 
 Statement::Statement(Statement&& other) noexcept
-    : db_(other.db_), stmt_(other.stmt_) {
+    : db_(other.db_), stmt_(other.stmt_), owner_(other.owner_) {
   other.stmt_ = nullptr;
 }
 
 Statement& Statement::operator=(Statement&& other) noexcept {
   if (this != &other) {
-    sqlite3_finalize(stmt_);
+    Finish();
     db_ = other.db_;
     stmt_ = other.stmt_;
+    owner_ = other.owner_;
     other.stmt_ = nullptr;
   }
   return *this;
 }
 
-Statement::~Statement() { sqlite3_finalize(stmt_); }
+Statement::~Statement() { Finish(); }
+
+void Statement::Finish() {
+  if (stmt_ == nullptr) return;
+  if (owner_ != nullptr) {
+    owner_->Release(stmt_);
+  } else {
+    sqlite3_finalize(stmt_);
+  }
+  stmt_ = nullptr;
+}
 
 absl::Status Statement::BindResult(int code, int index) {
   if (code == SQLITE_OK) return absl::OkStatus();

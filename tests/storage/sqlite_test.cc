@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -86,6 +87,62 @@ TEST(ConnectionTest, OpensWithWalForeignKeysAndFullSync) {
   EXPECT_EQ(QueryInt(*conn, "PRAGMA foreign_keys"), 1);
   EXPECT_EQ(QueryInt(*conn, "PRAGMA synchronous"), 2);  // FULL
   EXPECT_EQ(QueryInt(*conn, "PRAGMA busy_timeout"), 1000);
+}
+
+TEST(ConnectionTest, CachedStatementsAreResetAndIndependent) {
+  TempDir dir;
+  auto conn = OpenOrDie(dir.File("a.db"));
+  ASSERT_NE(conn, nullptr);
+  ASSERT_OK(conn->Execute("CREATE TABLE t(a INTEGER)"));
+  const char kInsert[] = "INSERT INTO t(a) VALUES(?)";
+  const char kSum[] = "SELECT count(*), total(a), ? FROM t";
+  for (int i = 1; i <= 3; ++i) {  // the same text, reused from the cache
+    ASSERT_OK_AND_ASSIGN(Statement ins, conn->Prepare(kInsert));
+    ASSERT_OK(ins.BindInt64(1, i));
+    ASSERT_OK(ins.Run());
+  }
+  {
+    ASSERT_OK_AND_ASSIGN(Statement a, conn->Prepare(kSum));
+    ASSERT_OK(a.BindInt64(1, 7));
+    ASSERT_OK_AND_ASSIGN(bool row, a.Step());
+    ASSERT_TRUE(row);
+    // A second live statement of the same text is a different one, and an
+    // earlier statement's bindings do not leak into a later one.
+    ASSERT_OK_AND_ASSIGN(Statement b, conn->Prepare(kSum));
+    ASSERT_OK_AND_ASSIGN(bool row_b, b.Step());
+    ASSERT_TRUE(row_b);
+    EXPECT_TRUE(b.ColumnIsNull(2));
+    EXPECT_EQ(a.ColumnInt64(0), 3);
+    EXPECT_EQ(a.ColumnInt64(2), 7);
+  }
+  {
+    ASSERT_OK_AND_ASSIGN(Statement c, conn->Prepare(kSum));
+    ASSERT_OK_AND_ASSIGN(bool row, c.Step());
+    ASSERT_TRUE(row);
+    EXPECT_TRUE(c.ColumnIsNull(2));  // bindings cleared on reuse
+    EXPECT_EQ(c.ColumnDouble(1), 6.0);
+  }
+  // A schema change recompiles cached statements transparently.
+  ASSERT_OK(conn->Execute("ALTER TABLE t ADD COLUMN b INTEGER DEFAULT 5"));
+  EXPECT_EQ(QueryInt(*conn, "SELECT count(*) FROM t"), 3);
+  {
+    ASSERT_OK_AND_ASSIGN(Statement ins, conn->Prepare(kInsert));
+    ASSERT_OK(ins.BindInt64(1, 4));
+    ASSERT_OK(ins.Run());
+  }
+  EXPECT_EQ(QueryInt(*conn, "SELECT count(*) FROM t"), 4);
+  // A finished read releases its snapshot: another connection's write is
+  // visible to the next use of the cached statement.
+  auto other = OpenOrDie(dir.File("a.db"));
+  ASSERT_OK(other->Execute("INSERT INTO t(a) VALUES(10)"));
+  EXPECT_EQ(QueryInt(*conn, "SELECT count(*) FROM t"), 5);
+  // Closing with statements in the cache releases the file: it can be
+  // removed and recreated.
+  conn.reset();
+  other.reset();
+  ASSERT_TRUE(std::filesystem::remove(dir.File("a.db")));
+  auto again = OpenOrDie(dir.File("a.db"));
+  EXPECT_EQ(QueryInt(*again, "SELECT count(*) FROM sqlite_master"), 0);
 }
 
 TEST(ConnectionTest, MissingFileWithoutCreateIsNotFound) {
