@@ -36,7 +36,8 @@ int64_t DatasetCache::ChargeOf(const CachedDatasetKey& key,
                                const Dataset& dataset) {
   const double rows = static_cast<double>(key.rows);
   const double cells = rows * static_cast<double>(key.dimension);
-  const double labels = rows * sizeof(double);
+  // Per row: the label and the two cached norms (Dataset::row_norms_l2/l1).
+  const double labels = rows * 3 * sizeof(double);
   if (!dataset.is_sparse()) {
     return ToBytes(labels + cells * sizeof(double));
   }

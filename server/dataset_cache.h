@@ -8,14 +8,14 @@
 // using a hit (JobManager::RunJob).
 //
 // What an entry is charged against the cap depends only on public metadata,
-// never on the rows: a dense dataset its exact size (rows x dimension values
-// and the labels), a public sparse one its actual CSR size, a private sparse
-// one the CSR size it would have if every entry were stored. So which datasets
-// stay cached, and hence how soon a job starts, reveals nothing about private
-// rows (the number of nonzeros of a private sparse dataset is not public,
-// design.md §5). The bound is an upper bound of the real footprint, so the cap
-// also bounds memory. A dataset whose charge exceeds the cap is not cached:
-// every job loads it, as without a cache.
+// never on the rows: a dense dataset its exact size (rows x dimension values,
+// the labels and two cached norms per row), a public sparse one its actual CSR
+// size, a private sparse one the CSR size it would have if every entry were
+// stored. So which datasets stay cached, and hence how soon a job starts,
+// reveals nothing about private rows (the number of nonzeros of a private
+// sparse dataset is not public, design.md §5). The bound is an upper bound of
+// the real footprint, so the cap also bounds memory. A dataset whose charge
+// exceeds the cap is not cached: every job loads it, as without a cache.
 //
 // Thread-safe. Loads run outside the lock; two jobs missing on the same
 // dataset at once may both load it (the first insert wins).

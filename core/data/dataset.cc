@@ -17,6 +17,7 @@ Dataset Dataset::Dense(Eigen::MatrixXd x, Eigen::VectorXd y, LabelKind kind,
   d.num_classes_ = num_classes;
   d.dense_ = std::move(x);
   d.labels_ = std::move(y);
+  d.ComputeRowNorms();
   return d;
 }
 
@@ -30,7 +31,40 @@ Dataset Dataset::Sparse(SparseRows x, Eigen::VectorXd y, LabelKind kind,
   x.makeCompressed();
   d.sparse_rows_ = std::move(x);
   d.labels_ = std::move(y);
+  d.ComputeRowNorms();
   return d;
+}
+
+void Dataset::ComputeRowNorms() {
+  if (sparse_) {
+    const int64_t n = sparse_rows_.rows();
+    row_norms_l2_.resize(n);
+    row_norms_l1_.resize(n);
+    for (int64_t i = 0; i < n; ++i) {
+      double q = 0.0;
+      double a = 0.0;
+      for (SparseRows::InnerIterator it(sparse_rows_, i); it; ++it) {
+        q += it.value() * it.value();
+        a += std::abs(it.value());
+      }
+      row_norms_l2_[i] = std::sqrt(q);
+      row_norms_l1_[i] = a;
+    }
+    return;
+  }
+  // Column by column (the storage is column-major): each row's sums still
+  // add x_i0, x_i1, ... in order from +0, as the row-wise loops would.
+  const int64_t n = dense_.rows();
+  row_norms_l2_ = Eigen::VectorXd::Zero(n);
+  row_norms_l1_ = Eigen::VectorXd::Zero(n);
+  for (int64_t j = 0; j < dense_.cols(); ++j) {
+    const double* col = dense_.col(j).data();
+    for (int64_t i = 0; i < n; ++i) {
+      row_norms_l2_[i] += col[i] * col[i];
+      row_norms_l1_[i] += std::abs(col[i]);
+    }
+  }
+  row_norms_l2_ = row_norms_l2_.cwiseSqrt();
 }
 
 double Dataset::RowDot(int64_t i,

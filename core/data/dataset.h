@@ -56,6 +56,12 @@ class Dataset {
   // ||x_i||_2, computed directly: may overflow to Inf or underflow to 0 for
   // rows near the ends of the double range (see RowScale for those).
   double RowNorm(int64_t i) const;
+  // ||x_i||_2 (bitwise RowNorm(i)) and ||x_i||_1 (the sum of |x_ij| in
+  // storage order, from +0) of every row, computed once when the dataset is
+  // built (O(entries), whatever the values): per-example clipping reads them
+  // instead of recomputing them each step.
+  const Eigen::VectorXd& row_norms_l2() const { return row_norms_l2_; }
+  const Eigen::VectorXd& row_norms_l1() const { return row_norms_l1_; }
 
   // Overflow-free description of a row: x_i = max_abs * u with
   // ||u||_inf = 1 (or x_i = 0 and max_abs = 0); l2 = ||u||_2 in [1, sqrt(d)],
@@ -78,6 +84,10 @@ class Dataset {
   Eigen::MatrixXd dense_;
   SparseRows sparse_rows_;
   Eigen::VectorXd labels_;
+  Eigen::VectorXd row_norms_l2_;
+  Eigen::VectorXd row_norms_l1_;
+
+  void ComputeRowNorms();
 };
 
 }  // namespace dpopt

@@ -347,15 +347,18 @@ struct Objective::Kernels {
   // row are independent and already overlap.
   static constexpr int kSparseAhead = 4;
 
-  // ||x_i|| as the oracles' caches held it (see AddClippedGradientSum).
+  // ||x_i|| in the clipping norm (computed once per dataset, see
+  // Dataset::row_norms_l2).
   static double RowNormFor(const Dataset& data, int64_t i, Mode mode) {
-    if (mode == Mode::kClipL2) return data.RowNorm(i);
-    if (!data.is_sparse()) return data.dense().row(i).lpNorm<1>();
-    double s = 0;
-    for (SparseRows::InnerIterator it(data.sparse(), i); it; ++it) {
-      s += std::abs(it.value());
-    }
-    return s;
+    return mode == Mode::kClipL2 ? data.row_norms_l2()[i]
+                                 : data.row_norms_l1()[i];
+  }
+  // The cached norms for kNorm (1: L2, 2: L1), or null (0: none needed).
+  template <int kNorm>
+  static const double* CachedNorms(const Dataset& data) {
+    if constexpr (kNorm == 1) return data.row_norms_l2().data();
+    if constexpr (kNorm == 2) return data.row_norms_l1().data();
+    return nullptr;
   }
 
   // Sparse rows: the CSR arrays.
@@ -397,7 +400,7 @@ struct Objective::Kernels {
     bool contiguous = false;  // dense, and row[k] == row[0] + k
     int64_t row[kMaxBlock];
     double score[kMaxBlock];
-    double norm[kMaxBlock];  // kNorm 1: L2, 2: L1 (as RowNormFor)
+    double norm[kMaxBlock];  // kNorm 1: L2, 2: L1 (RowNormFor), 0: unset
   };
 
   // Calls consume(block) for consecutive blocks of the rows row_at(pos),
@@ -405,8 +408,9 @@ struct Objective::Kernels {
   // rows kSparseAhead ahead prefetched. Dense rows: a contiguous block is
   // swept column by column (the storage is column-major), which adds the
   // same products in the same order as the row-wise dot (x_i0 w_0 first);
-  // other blocks row by row. Scores and norms start from +0, so they equal
-  // Dataset::RowDot / RowNorm bit for bit (up to the sign of a zero).
+  // other blocks row by row. Scores start from +0, so they equal
+  // Dataset::RowDot bit for bit (up to the sign of a zero); norms are read
+  // from the dataset's cache.
   template <bool kSparse, int kNorm, typename RowAt, typename Consume>
   static void ForEachBlock(const Dataset& data, const RowAt& row_at,
                            int64_t begin, int64_t end,
@@ -414,6 +418,7 @@ struct Objective::Kernels {
                            Consume&& consume) {
     const double* wp = w.data();
     const int64_t d = data.dimension();
+    const double* norms = CachedNorms<kNorm>(data);
     Block blk;
     // Overflow: Dataset::RowDot recomputes the same sum, then rescales.
     auto finish = [&] {
@@ -442,19 +447,14 @@ struct Objective::Kernels {
           }
           const int64_t i = row_at(pos);
           double s = 0.0;
-          double q = 0.0;
           const int64_t b = csr.begin(i);
           const int64_t e = csr.end(i);
           for (int64_t t = b; t < e; ++t) {
-            const double v = csr.value[t];
-            s += v * wp[csr.inner[t]];
-            if constexpr (kNorm == 1) q += v * v;
-            if constexpr (kNorm == 2) q += std::abs(v);
+            s += csr.value[t] * wp[csr.inner[t]];
           }
-          if constexpr (kNorm == 1) q = std::sqrt(q);
           blk.row[n] = i;
           blk.score[n] = s;
-          blk.norm[n] = q;
+          if constexpr (kNorm != 0) blk.norm[n] = norms[i];
           entries += e - b;
         }
         blk.n = n;
@@ -478,26 +478,20 @@ struct Objective::Kernels {
           blk.contiguous = true;
           for (int k = 0; k < n; ++k) {
             blk.row[k] = ids[k];
-            blk.score[k] = blk.norm[k] = 0.0;
+            blk.score[k] = 0.0;
+            if constexpr (kNorm != 0) blk.norm[k] = norms[ids[k]];
           }
           for (int64_t j = 0; j < d; ++j) {
             const double* col = &dense(blk.row[0], j);
             const double wj = wp[j];
-            for (int k = 0; k < n; ++k) {
-              blk.score[k] += col[k] * wj;
-              if constexpr (kNorm == 1) blk.norm[k] += col[k] * col[k];
-              if constexpr (kNorm == 2) blk.norm[k] += std::abs(col[k]);
-            }
-          }
-          if constexpr (kNorm == 1) {
-            for (int k = 0; k < n; ++k) blk.norm[k] = std::sqrt(blk.norm[k]);
+            for (int k = 0; k < n; ++k) blk.score[k] += col[k] * wj;
           }
           finish();
           continue;
         }
         // Scattered rows: small blocks, row by row, one strided pass each
-        // (the same sequential sums as Eigen's dot, norm and lpNorm<1> of a
-        // row: the tests check it), so the rows are still cached when they
+        // (the same sequential sum as Eigen's dot of a row: the tests check
+        // it), so the rows are still cached when they
         // are scattered.
         for (int k0 = 0; k0 < n; k0 += kDenseRowBlock) {
           blk.n = std::min(kDenseRowBlock, n - k0);
@@ -506,17 +500,10 @@ struct Objective::Kernels {
             const int64_t i = ids[k0 + k];
             const double* x = &dense(i, 0);
             double s = 0.0;
-            double q = 0.0;
-            for (int64_t j = 0; j < d; ++j) {
-              const double v = x[j * ld];
-              s += v * wp[j];
-              if constexpr (kNorm == 1) q += v * v;
-              if constexpr (kNorm == 2) q += std::abs(v);
-            }
-            if constexpr (kNorm == 1) q = std::sqrt(q);
+            for (int64_t j = 0; j < d; ++j) s += x[j * ld] * wp[j];
             blk.row[k] = i;
             blk.score[k] = s;
-            blk.norm[k] = q;
+            if constexpr (kNorm != 0) blk.norm[k] = norms[i];
           }
           finish();
         }
@@ -558,9 +545,13 @@ struct Objective::Kernels {
             const double r = blk.norm[k];
             if (r >= kLowNorm && r <= kHighNorm) {
               const double g_norm = c_norm * r;
-              a[k] = c_norm == 0       ? 0.0
-                     : g_norm <= param ? c
-                                       : param * (c / c_norm) / r;
+              // For finite c != 0, c / c_norm is exactly +-1, so
+              // param * (c / c_norm) / r is +-(param / r) bit for bit (IEEE
+              // rounding is symmetric): one division instead of two.
+              a[k] = c_norm == 0        ? 0.0
+                     : g_norm <= param  ? c
+                     : std::isfinite(c) ? std::copysign(param / r, c)
+                                        : param * (c / c_norm) / r;
             } else {
               a[k] = 0.0;
               slow[k] = any_slow = true;
@@ -719,15 +710,15 @@ struct Objective::Kernels {
   }
 };
 
-void Objective::AddClippedGradientSum(
-    const Dataset& data, absl::Span<const int64_t> rows,
-    const Eigen::Ref<const Eigen::VectorXd>& w, ClipNorm norm, double clip,
-    Eigen::Ref<Eigen::VectorXd> out) const {
+template <typename RowAt>
+void Objective::ClippedSum(const Dataset& data, const RowAt& row_at,
+                           int64_t count,
+                           const Eigen::Ref<const Eigen::VectorXd>& w,
+                           ClipNorm norm, double clip,
+                           Eigen::Ref<Eigen::VectorXd> out) const {
   const Kernels::Mode mode =
       norm == ClipNorm::kL2 ? Kernels::Mode::kClipL2 : Kernels::Mode::kClipL1;
-  const auto row_at = [rows](int64_t pos) { return rows[pos]; };
-  const Chunking chunking = ChunkRows(static_cast<int64_t>(rows.size()),
-                                      dimension_, parameter_size());
+  const Chunking chunking = ChunkRows(count, dimension_, parameter_size());
   ChunkedVectorSum(
       chunking, GetParallelOptions().threads,
       [&](int64_t chunk, Eigen::Ref<Eigen::VectorXd> acc) {
@@ -735,6 +726,22 @@ void Objective::AddClippedGradientSum(
                       chunking.end(chunk), w, mode, clip, acc);
       },
       out);
+}
+
+void Objective::AddClippedGradientSum(
+    const Dataset& data, absl::Span<const int64_t> rows,
+    const Eigen::Ref<const Eigen::VectorXd>& w, ClipNorm norm, double clip,
+    Eigen::Ref<Eigen::VectorXd> out) const {
+  const auto row_at = [rows](int64_t pos) { return rows[pos]; };
+  ClippedSum(data, row_at, static_cast<int64_t>(rows.size()), w, norm, clip,
+             out);
+}
+
+void Objective::AddClippedGradientSum(
+    const Dataset& data, const Eigen::Ref<const Eigen::VectorXd>& w,
+    ClipNorm norm, double clip, Eigen::Ref<Eigen::VectorXd> out) const {
+  const auto row_at = [](int64_t pos) { return pos; };
+  ClippedSum(data, row_at, data.rows(), w, norm, clip, out);
 }
 
 void Objective::AddGradientSum(const Dataset& data,

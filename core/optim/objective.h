@@ -111,13 +111,20 @@ class Objective {
   // (rows with a zero coefficient add +-0 instead of being skipped).
 
   // out += sum over k of clip_C(grad_{rows[k]}(w)) as AddClippedExampleGradient
-  // computes it, with ||x_i|| computed on the fly exactly as a caller's cache
-  // would hold it (L2: Dataset::RowNorm; L1: the sum of |x_ij| in storage
-  // order for sparse rows, Eigen's lpNorm<1> for dense rows).
+  // computes it, with ||x_i|| = Dataset::row_norms_l2()[i] or
+  // row_norms_l1()[i] (computed once per dataset; the L2 one is bitwise
+  // Dataset::RowNorm, the L1 one the sum of |x_ij| in storage order, which
+  // for dense rows is Eigen's lpNorm<1>: tested).
   // REQUIRES: as AddClippedExampleGradient; 0 <= rows[k] < data.rows()
   // (rows may repeat, any order).
   void AddClippedGradientSum(const Dataset& data,
                              absl::Span<const int64_t> rows,
+                             const Eigen::Ref<const Eigen::VectorXd>& w,
+                             ClipNorm norm, double clip,
+                             Eigen::Ref<Eigen::VectorXd> out) const;
+  // The same sum over every row of `data` in order (rows = 0, 1, ..., n-1),
+  // bitwise: the full batch of DP-GD, without an index list to follow.
+  void AddClippedGradientSum(const Dataset& data,
                              const Eigen::Ref<const Eigen::VectorXd>& w,
                              ClipNorm norm, double clip,
                              Eigen::Ref<Eigen::VectorXd> out) const;
@@ -164,6 +171,11 @@ class Objective {
   friend struct Kernels;
   // Label used by the loss (clipped for least squares).
   double EffectiveLabel(const Dataset& data, int64_t i) const;
+  // The clipped sums over rows row_at(0), ..., row_at(count - 1).
+  template <typename RowAt>
+  void ClippedSum(const Dataset& data, const RowAt& row_at, int64_t count,
+                  const Eigen::Ref<const Eigen::VectorXd>& w, ClipNorm norm,
+                  double clip, Eigen::Ref<Eigen::VectorXd> out) const;
 
   ModelConfig config_;
   int64_t dimension_;

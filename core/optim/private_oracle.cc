@@ -124,6 +124,13 @@ PrivateGradientOracle::PrivateGradientOracle(
       sum_(objective.parameter_size()) {}
 
 absl::Status PrivateGradientOracle::Sample(double q) {
+  // q >= 1 selects every row (PoissonSampler would list 0..n-1, drawing
+  // nothing); the kernels then run over the rows in order, no list needed.
+  full_batch_ = q >= 1.0;
+  if (full_batch_) {
+    batch_.clear();
+    return absl::OkStatus();
+  }
   if (sampler_ == nullptr || sampler_rate_ != q) {
     sampler_ = std::make_unique<PoissonSampler>(q, rng_);
     sampler_rate_ = q;
@@ -135,10 +142,13 @@ void PrivateGradientOracle::ClippedSum(
     Norm norm, double clip, const Eigen::Ref<const Eigen::VectorXd>& w) {
   sum_.setZero();
   // Total on finite rows: each term is finite with norm <= clip.
-  objective_.AddClippedGradientSum(
-      data_, batch_, w,
-      norm == Norm::kL2 ? Objective::ClipNorm::kL2 : Objective::ClipNorm::kL1,
-      clip, sum_);
+  const Objective::ClipNorm clip_norm =
+      norm == Norm::kL2 ? Objective::ClipNorm::kL2 : Objective::ClipNorm::kL1;
+  if (full_batch_) {
+    objective_.AddClippedGradientSum(data_, w, clip_norm, clip, sum_);
+  } else {
+    objective_.AddClippedGradientSum(data_, batch_, w, clip_norm, clip, sum_);
+  }
 }
 
 absl::Status PrivateGradientOracle::GaussianGradient(

@@ -136,7 +136,8 @@ class PrivateGradientOracle {
   // Poisson sample into batch_ (see header comment). Checks the rng status.
   absl::Status Sample(double q);
   enum class Norm { kL2, kL1 };
-  // sum_ <- sum over batch_ of per-example gradients clipped to `clip`.
+  // sum_ <- sum over the last sample of per-example gradients clipped to
+  // `clip`.
   void ClippedSum(Norm norm, double clip,
                   const Eigen::Ref<const Eigen::VectorXd>& w);
 
@@ -146,7 +147,8 @@ class PrivateGradientOracle {
   noise::RandomSource& rng_;
   const NoiseAdder& noise_;
   ReleaseBudget& budget_;
-  std::vector<int64_t> batch_;
+  std::vector<int64_t> batch_;  // the sampled rows, unless full_batch_
+  bool full_batch_ = false;     // the last sample was every row (q >= 1)
   std::unique_ptr<PoissonSampler> sampler_;  // for the last rate used
   double sampler_rate_ = 0;
   Eigen::VectorXd sum_;

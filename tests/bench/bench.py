@@ -28,6 +28,7 @@ import platform
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -298,14 +299,23 @@ def main():
             epsilon=1.0, delta=1e-6, label="bench dp-sgd a9a")
         results["dpsgd_a9a"] = {"steps": steps_sgd, "seconds": run_seconds(job),
                                 "step_seconds": run_seconds(job) / steps_sgd}
-        log(f"DP-GD and GD on a9a, {steps_gd} steps")
-        job = submit(client, "adult", dpopt.algorithms.dp_gd(
-            steps=steps_gd, clip_norm=1.0, learning_rate=0.5), epsilon=1.0, delta=1e-6,
-            label="bench dp-gd a9a")
-        results["dpgd_a9a"] = {"steps": steps_gd, "step_seconds": run_seconds(job) / steps_gd}
-        job = submit(client, "adult-public", dpopt.algorithms.gd(
-            steps=steps_gd, learning_rate=0.5), label="bench gd a9a")
-        results["gd_a9a"] = {"steps": steps_gd, "step_seconds": run_seconds(job) / steps_gd}
+        # Alternated, median of each: on a shared 2-core machine one pair of
+        # sub-second runs can differ by 20% from noise alone.
+        reps_gd = 1 if smoke else 5
+        log(f"DP-GD and GD on a9a, {steps_gd} steps, {reps_gd} alternated runs each")
+        dpgd_runs, gd_runs = [], []
+        for rep in range(reps_gd):
+            job = submit(client, "adult", dpopt.algorithms.dp_gd(
+                steps=steps_gd, clip_norm=1.0, learning_rate=0.5), epsilon=1.0,
+                delta=1e-6, label=f"bench dp-gd a9a #{rep}")
+            dpgd_runs.append(run_seconds(job) / steps_gd)
+            job = submit(client, "adult-public", dpopt.algorithms.gd(
+                steps=steps_gd, learning_rate=0.5), label=f"bench gd a9a #{rep}")
+            gd_runs.append(run_seconds(job) / steps_gd)
+        results["dpgd_a9a"] = {"steps": steps_gd, "runs": dpgd_runs,
+                               "step_seconds": statistics.median(dpgd_runs)}
+        results["gd_a9a"] = {"steps": steps_gd, "runs": gd_runs,
+                             "step_seconds": statistics.median(gd_runs)}
 
         results["dense"] = {}
         for n in sizes:
@@ -405,7 +415,8 @@ def write_report(r, out, gb_context):
         if micro:
             row("oracle step alone (sample + clip + noise, gbench) / gradient work",
                 fmt_time(micro), fmt_time(work), f"{micro / work:.2f}x", "<= 2x")
-    row("DP-GD step on a9a / non-private GD step (server)", fmt_time(r["dpgd_a9a"]["step_seconds"]),
+    row(f"DP-GD step on a9a / non-private GD step (server, median of "
+        f"{len(r['dpgd_a9a'].get('runs', [0]))} alternated runs)", fmt_time(r["dpgd_a9a"]["step_seconds"]),
         fmt_time(r["gd_a9a"]["step_seconds"]),
         f"**{r['dpgd_a9a']['step_seconds'] / r['gd_a9a']['step_seconds']:.2f}x**", "<= 1.1x")
     imp = r["import"]

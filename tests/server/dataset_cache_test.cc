@@ -43,8 +43,9 @@ CachedDatasetKey Key(int64_t id, int rows, int dim, bool is_public = false) {
   return k;
 }
 
-// 10 x 10 dense: 100 values + 10 labels = 880 bytes.
-constexpr int64_t kDense10 = 880;
+// 10 x 10 dense: 100 values + 10 labels + 10 x 2 cached row norms = 1040
+// bytes.
+constexpr int64_t kDense10 = 1040;
 
 std::unique_ptr<DatasetCache> MakeCache(int64_t capacity) {
   DatasetCache::Options o;
@@ -57,12 +58,13 @@ std::unique_ptr<DatasetCache> MakeCache(int64_t capacity) {
 TEST(DatasetCacheTest, ChargesAreHandComputedAndPublic) {
   EXPECT_EQ(DatasetCache::ChargeOf(Key(1, 10, 10), Dense(10, 10, 1)), kDense10);
   // Sparse CSR, int64 indices: 16 bytes per stored entry, 8 per row offset
-  // (rows + 1), 8 per label. Public: the actual entries (4 x 2 = 8).
+  // (rows + 1), 8 per label and 16 per row for the cached norms. Public: the
+  // actual entries (4 x 2 = 8).
   EXPECT_EQ(DatasetCache::ChargeOf(Key(1, 4, 100, true), Sparse(4, 100, 2)),
-            8 * 16 + 5 * 8 + 4 * 8);
+            8 * 16 + 5 * 8 + 4 * 24);
   // Private: every entry of the declared shape (400), whatever the rows
   // hold, so two private datasets of one shape cost the same.
-  const int64_t bound = 400 * 16 + 5 * 8 + 4 * 8;
+  const int64_t bound = 400 * 16 + 5 * 8 + 4 * 24;
   EXPECT_EQ(DatasetCache::ChargeOf(Key(1, 4, 100), Sparse(4, 100, 2)), bound);
   EXPECT_EQ(DatasetCache::ChargeOf(Key(1, 4, 100), Sparse(4, 100, 50)), bound);
   // Shapes beyond int64 saturate instead of wrapping.

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <thread>
 #include <vector>
@@ -328,6 +329,32 @@ TEST_P(KernelTest, OneChunkEqualsPerExampleLoop) {
   }
 }
 
+// The full-batch overload (DP-GD) is the listed-rows sum over 0..n-1, bit
+// for bit, over several chunks and for any thread count.
+TEST_P(KernelTest, AllRowsOverloadEqualsListedRows) {
+  const KernelCase k = GetParam();
+  const ModelConfig config = Config(k.loss);
+  const int64_t n = 1500, d = 200;
+  ASSERT_OK_AND_ASSIGN(auto obj, Objective::Create(config, d));
+  const int64_t p = obj->parameter_size();
+  const Dataset data = EdgeCaseData(config, n, d, k.sparse, 17);
+  ASSERT_GT(ChunkRows(n, d, p).chunks(), 3);
+  std::vector<int64_t> rows(n);
+  std::iota(rows.begin(), rows.end(), int64_t{0});
+  const Eigen::VectorXd w = 0.3 * RandomW(p, 18);
+  for (double clip : {1e-3, 0.5, 1e6}) {
+    Eigen::VectorXd want = Eigen::VectorXd::Zero(p);
+    obj->AddClippedGradientSum(data, rows, w, k.norm, clip, want);
+    for (int threads : {1, 2, 4}) {
+      ThreadsScope scope(threads);
+      Eigen::VectorXd got = Eigen::VectorXd::Zero(p);
+      obj->AddClippedGradientSum(data, w, k.norm, clip, got);
+      EXPECT_TRUE(BitwiseEqual(got, want))
+          << "clip " << clip << " threads " << threads;
+    }
+  }
+}
+
 // Several chunks: the documented chunk order exactly, the plain sequential
 // loop to 1e-13 relative, the same bits for 1, 2 and 4 threads.
 TEST_P(KernelTest, ChunksAreDeterministic) {
@@ -536,6 +563,47 @@ TEST(KernelEdgeTest, EmptyBatchAndZeroRows) {
   const std::vector<int64_t> rows = {0, 1, 2, 1};
   obj->AddClippedGradientSum(data, rows, w, Objective::ClipNorm::kL2, 1, out);
   EXPECT_TRUE(BitwiseEqual(out, Eigen::VectorXd::Zero(3)));
+}
+
+// Dataset's norm cache holds exactly the norms the kernels documented
+// before it existed (computed row by row), including rows whose norm
+// overflows to Inf or underflows to 0, for dense and sparse storage.
+TEST(RowNormCacheTest, EqualsDirectNorms) {
+  const ModelConfig config = Config(LossKind::kLogistic);
+  for (bool sparse : {false, true}) {
+    const Dataset data = EdgeCaseData(config, 230, 9, sparse, 31);
+    // Append rows whose direct norms overflow and underflow.
+    Eigen::MatrixXd x(3, 9);
+    x.setZero();
+    x(0, 0) = 1e308;
+    x(0, 4) = -1e308;  // L2 and L1 overflow to Inf
+    x(1, 2) = 1e-200;
+    x(1, 3) = -1e-200;  // L2 underflows to 0, L1 does not
+    x(2, 8) = -0.0;
+    const Eigen::Vector3d y(1, -1, 1);
+    const Dataset extreme = sparse ? Dataset::Sparse(SparseRows(x.sparseView()),
+                                                     y, LabelKind::kBinary)
+                                   : Dataset::Dense(x, y, LabelKind::kBinary);
+    for (const Dataset* dd : {&data, &extreme}) {
+      ASSERT_EQ(dd->row_norms_l2().size(), dd->rows());
+      ASSERT_EQ(dd->row_norms_l1().size(), dd->rows());
+      for (int64_t i = 0; i < dd->rows(); ++i) {
+        EXPECT_TRUE(BitwiseEqual(dd->row_norms_l2()[i], dd->RowNorm(i)))
+            << sparse << " row " << i;
+        EXPECT_TRUE(
+            BitwiseEqual(dd->row_norms_l1()[i],
+                         ReferenceNorm(*dd, i, Objective::ClipNorm::kL1)))
+            << sparse << " row " << i;
+      }
+    }
+    EXPECT_EQ(extreme.row_norms_l2()[0],
+              std::numeric_limits<double>::infinity());
+    EXPECT_EQ(extreme.row_norms_l1()[0],
+              std::numeric_limits<double>::infinity());
+    EXPECT_EQ(extreme.row_norms_l2()[1], 0.0);
+    EXPECT_EQ(extreme.row_norms_l1()[1], 2e-200);
+    EXPECT_EQ(extreme.row_norms_l2()[2], 0.0);
+  }
 }
 
 // The oracle's releases (noise off) are bitwise the same for any thread
