@@ -158,16 +158,30 @@ class DrbgRandom final : public RandomSource {
     munmap(block_, size_);
   }
 
+  // The per-word path is a leaf (no frame): the refill is out of line, and
+  // after a failure `remaining` stays 0, so the status is checked on refills
+  // only.
   uint64_t NextUint64() override {
-    if (block_->remaining == 0) Refill();
-    if (!status_.ok()) return 0;
+    if (block_->remaining == 0) [[unlikely]] {
+      return RefillAndNext();
+    }
+    return TakeWord();
+  }
+
+  absl::Status status() const override { return status_; }
+
+  uint64_t TakeWord() {
     uint64_t& slot = block_->words[--block_->remaining];
     const uint64_t value = slot;
     slot = 0;  // Do not keep used randomness around.
     return value;
   }
 
-  absl::Status status() const override { return status_; }
+  [[gnu::noinline]] uint64_t RefillAndNext() {
+    Refill();
+    if (!status_.ok()) return 0;
+    return TakeWord();
+  }
 
   void Refill() {
     if (!status_.ok()) return;
