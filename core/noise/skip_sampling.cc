@@ -150,20 +150,29 @@ bool SkipPoissonSampler::LazyLess(std::vector<uint64_t>& a,
 uint128 SkipPoissonSampler::SampleExponentialFixed() {
   uint64_t v = 0;
   while (true) {
-    prev_.assign(1, rng_.NextUint64());  // the candidate U_1
-    const uint64_t u = prev_[0];
+    // The candidate U_1. `prev` is the first word of the chain's last
+    // uniform; while no tie has extended it, that word is all of it that was
+    // drawn, and prev_ is stale. After a tie, prev_ holds its drawn words.
+    // (The same draws and decisions as comparing lazily extended vectors
+    // throughout, without building a vector per word.)
+    const uint64_t u = rng_.NextUint64();
+    uint64_t prev = u;
+    bool extended = false;
     int64_t chain = 0;
     while (true) {
       const uint64_t c = rng_.NextUint64();
       ++chain;
-      if (c != prev_[0]) {  // decided by the first words (fast path)
-        if (c > prev_[0]) break;
-        prev_.assign(1, c);
+      if (c != prev) {  // decided by the first words (fast path)
+        if (c > prev) break;
+        prev = c;
+        extended = false;
         continue;
       }
+      if (!extended) prev_.assign(1, prev);
       cur_.assign(1, c);
       if (!LazyLess(cur_, prev_)) break;
-      prev_.swap(cur_);
+      prev_.swap(cur_);  // prev_[0] == c == prev
+      extended = true;
     }
     if (!rng_.status().ok()) return 0;
     if (chain & 1) return (static_cast<uint128>(v) << 64) | u;

@@ -161,6 +161,14 @@ TEST(SkipPoissonSamplerTest, TiesExtendTheUniforms) {
   ScriptedRandom rng3({10, 10, 9, 4});
   SkipPoissonSampler s3(0.01, rng3);
   EXPECT_EQ(s3.SampleExponentialFixed(), static_cast<uint128>(10));
+  // An extended uniform replaced by a smaller one, which then ties: the tie
+  // compares against the new uniform (8, extended by 6), not the old 10|3.
+  // 10; 10|3 < 10|7; 8 < 10|3; 8|5 < 8|6; 9 breaks: N = 4, even: reject
+  // (V = 1); then 20, 25: accept.
+  ScriptedRandom rng4({10, 10, 3, 7, 8, 8, 5, 6, 9, 20, 25});
+  SkipPoissonSampler s4(0.01, rng4);
+  EXPECT_EQ(s4.SampleExponentialFixed(), (static_cast<uint128>(1) << 64) | 20u);
+  EXPECT_EQ(rng4.draws, 11);
 }
 
 // The thinning's slow path: a first word inside the certified bracket is
