@@ -1,6 +1,9 @@
 #include "storage/dataset_store.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -13,6 +16,27 @@
 
 namespace dpopt::storage {
 namespace {
+
+// Asks the kernel to back a freshly allocated, not yet touched buffer with
+// transparent huge pages (a hint; errors are ignored). Jobs read sampled rows
+// from anywhere in a decoded dataset, and a dense row touches `dimension`
+// columns of column-major storage: with 4 KiB pages nearly every entry is a
+// TLB miss, which inside a VM costs a two-level page walk. Measured on the
+// 2-core VM (server jobs, dataset cached, batch 1000 of 1M x 100 dense
+// rows): 2.4-3.1 -> 1.9 ms per DP-SGD step, 760 MiB of the dataset in huge
+// pages. Debian's default THP mode is "madvise", so nothing changes without
+// this call. Only buffers of 32 MiB or more; memory use is unchanged.
+void AdviseHugePages(void* data, size_t bytes) {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  if (bytes < (size_t{32} << 20)) return;
+  const uintptr_t begin =
+      (reinterpret_cast<uintptr_t>(data) + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t end =
+      (reinterpret_cast<uintptr_t>(data) + bytes) & ~(kHuge - 1);
+  if (end > begin) {
+    (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+  }
+}
 
 using internal::AsBytes;
 using internal::PackVector;
@@ -641,8 +665,12 @@ absl::StatusOr<Dataset> DatasetStore::Load(absl::string_view name) {
       sparse.resize(n, d);
       sparse.resizeNonZeros(rec.nonzeros);
       sparse.outerIndexPtr()[0] = 0;
+      AdviseHugePages(sparse.valuePtr(), rec.nonzeros * sizeof(double));
+      AdviseHugePages(sparse.innerIndexPtr(), rec.nonzeros * sizeof(int64_t));
     } else {
-      dense.resize(n, d);
+      dense.resize(n, d);  // not yet touched: the advice applies to faults
+      AdviseHugePages(dense.data(),
+                      static_cast<size_t>(n * d) * sizeof(double));
     }
 
     ASSIGN_OR_RETURN(
