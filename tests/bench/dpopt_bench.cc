@@ -281,7 +281,7 @@ std::unique_ptr<optim::Objective> Logistic(const Dataset& d) {
 // (0 = a9a, else n dense rows), batch size.
 //
 // BM_ClippedGradientSum runs the oracle's kernel
-// (Objective::AddClippedGradientSum, row norms computed on the fly);
+// (Objective::AddClippedGradientSum, row norms from the dataset);
 // BM_ClippedGradientSumPerRow the per-example call with the norms cached
 // (what the oracle did before the batched kernel, and what seed 004's nodes
 // call).
