@@ -491,8 +491,7 @@ struct Objective::Kernels {
         }
         // Scattered rows: small blocks, row by row, one strided pass each
         // (the same sequential sum as Eigen's dot of a row: the tests check
-        // it), so the rows are still cached when they
-        // are scattered.
+        // it), so the rows are still cached when they are scattered.
         for (int k0 = 0; k0 < n; k0 += kDenseRowBlock) {
           blk.n = std::min(kDenseRowBlock, n - k0);
           blk.contiguous = false;
