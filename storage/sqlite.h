@@ -123,7 +123,8 @@ class Connection {
   size_t cached_ = 0;
 };
 
-// A prepared statement; finalized by its destructor. Movable, not copyable.
+// A prepared statement; its destructor returns it to its connection's cache
+// (Connection::Prepare) or finalizes it. Movable, not copyable.
 // Parameter indices are 1-based (SQLite's convention); column indices are
 // 0-based. Bound text/blobs are copied by SQLite, so arguments may be
 // temporaries.

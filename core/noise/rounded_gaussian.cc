@@ -37,7 +37,6 @@ using internal::ReleaseMpfrThreadCache;
 // them would cost 5x the exponentials, so they are kept until the thread
 // exits: the first MPFR use on a thread constructs a thread_local whose
 // destructor (run at thread exit) frees them.
-// (internal::ReleaseMpfrThreadCache, core/noise/mpfr_util.h)
 
 void ReleaseMpfrCacheAtThreadExit() {
   static thread_local ReleaseMpfrThreadCache release;

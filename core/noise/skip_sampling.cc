@@ -65,12 +65,9 @@ namespace {
 using uint128 = unsigned __int128;
 
 using internal::Mp;
+// MPFR's per-thread caches are released when the MPFR work of a call is
+// done (a job thread's caches would otherwise outlive it).
 using internal::ReleaseMpfrThreadCache;
-
-// MPFR keeps per-thread caches of constants (log 2, ...) that mpfr_exp and
-// mpfr_log1p fill; they are not freed when a job thread exits. Release them
-// when the MPFR work of a call is done.
-// (internal::ReleaseMpfrThreadCache, core/noise/mpfr_util.h)
 
 // c_lo <= c <= c_hi for c = ((1 - q) - exp(-lambda)) / (1 - exp(-lambda)),
 // lambda = s 2^-64, computed at `prec` bits with outward rounding. c_lo is

@@ -350,9 +350,9 @@ def main():
                 sampling_rate=0.01, steps=steps_sgd, clip_norm=1.0, learning_rate=0.5),
                 epsilon=1.0, delta=1e-6, label=f"bench dp-sgd a9a #{rep}")
             sgd_runs.append(run_seconds(job))
-        results["dpsgd_a9a"] = {"steps": steps_sgd, "runs": sgd_runs,
-                                "seconds": statistics.median(sgd_runs),
-                                "step_seconds": statistics.median(sgd_runs) / steps_sgd}
+        sgd_seconds = statistics.median(sgd_runs)
+        results["dpsgd_a9a"] = {"steps": steps_sgd, "runs": sgd_runs, "seconds": sgd_seconds,
+                                "step_seconds": sgd_seconds / steps_sgd}
         reps_gd = 1 if smoke else 5
         log(f"DP-GD and GD on a9a, {steps_gd} steps, {reps_gd} alternated runs each")
         dpgd_runs, gd_runs = [], []
@@ -525,12 +525,13 @@ def write_report(r, out, gb_context):
     import_text = "-"
     if cpu and "disk_write_mb_s" in r:
         total_cpu = sum(cpu.values())
+        cpu_floor = total_cpu / (m0["cores"] or 1)
         disk = r["disk_write_mb_s"]
         import_text = (
             f"The {imp['rows']:,}-row import took {imp['seconds']:.2f} s end to end. CPU: "
             f"server {cpu['server_user']:.2f} s user + {cpu['server_sys']:.2f} s system "
             f"(parsing, gRPC, SQLite), CLI {cpu['cli_user']:.2f} s + {cpu['cli_sys']:.2f} s: "
-            f"{total_cpu:.1f} CPU seconds, so at least {total_cpu / (m0['cores'] or 1):.1f} s "
+            f"{total_cpu:.1f} CPU seconds, so at least {cpu_floor:.1f} s "
             f"on {m0['cores']} cores even if every stage overlapped perfectly. Storage: "
             f"{imp['values_mb']:.0f} MiB of doubles (values and labels) are written "
             f"twice by SQLite in WAL mode (the log, then the checkpoint into the "
@@ -538,7 +539,6 @@ def write_report(r, out, gb_context):
             f"sequentially with one fdatasync (a {r.get('disk_probe_mb', 512)} MiB probe), so writing the values "
             f"once takes {imp['values_mb'] / disk:.1f} s and twice "
             f"{2 * imp['values_mb'] / disk:.1f} s.")
-        cpu_floor = total_cpu / (m0["cores"] or 1)
         if cpu_floor > 5 or 2 * imp["values_mb"] / disk > 5:
             import_text += (
                 " With this work per row (CPU) or this storage scheme (two durable "

@@ -26,6 +26,7 @@
 
 #include "core/audit/statistics.h"
 #include "core/noise/discrete_samplers.h"
+#include "core/noise/mpfr_util.h"
 #include "core/noise/testing/seeded_random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -402,18 +403,9 @@ TEST(RoundScaledLazyTest, ShortPrefixesAgreeWithTheFullComparison) {
 using Envelope = NormalEnvelope;
 constexpr uint128 kTwo64 = static_cast<uint128>(1) << 64;
 
-// RAII mpfr_t for the reference computations.
-class MpRef {
- public:
-  explicit MpRef(mpfr_prec_t prec) { mpfr_init2(x_, prec); }
-  ~MpRef() { mpfr_clear(x_); }
-  MpRef(const MpRef&) = delete;
-  MpRef& operator=(const MpRef&) = delete;
-  mpfr_ptr get() { return x_; }
-
- private:
-  mpfr_t x_;
-};
+// RAII mpfr_t for the reference computations (the samplers' own wrapper:
+// only the arithmetic below is independent of the sampler's code).
+using MpRef = internal::Mp;
 
 // a_c(z) = K 2^-e exp(-z^2 / 2) / w_c with z = (I_c + x) 2^-e, recomputed
 // independently of the sampler's code, to nearest at `prec` bits (far more
