@@ -19,6 +19,8 @@
 
 namespace dpopt::noise {
 
+uint32_t RandomSource::no_words_ = 0;  // never written: only counts > 0 are
+
 uint64_t RandomSource::UniformInt(uint64_t n) {
   if (n <= 1) return 0;
   // Lemire (2019), "Fast random integer generation in an interval": the
@@ -78,18 +80,10 @@ namespace {
 // Buffered reader of the kernel CSPRNG. Fails closed (sticky status).
 class KernelRandom final : public RandomSource {
  public:
-  KernelRandom() = default;
+  KernelRandom() { SetBuffer(buffer_.data(), &left_); }
   KernelRandom(const KernelRandom&) = delete;
   KernelRandom& operator=(const KernelRandom&) = delete;
   ~KernelRandom() override { explicit_bzero(buffer_.data(), sizeof(buffer_)); }
-
-  uint64_t NextUint64() override {
-    if (next_ == buffer_.size()) Refill();
-    if (!status_.ok()) return 0;
-    const uint64_t value = buffer_[next_];
-    buffer_[next_++] = 0;  // Do not keep used randomness around.
-    return value;
-  }
 
   absl::Status status() const override { return status_; }
 
@@ -105,18 +99,25 @@ class KernelRandom final : public RandomSource {
             "secure random generator failed (getrandom: ", strerror(errno),
             "); refusing to produce noise"));
         explicit_bzero(buffer_.data(), sizeof(buffer_));
+        left_ = 0;
         return;
       }
       out += got;
       remaining -= static_cast<size_t>(got);
     }
-    next_ = 0;
+    left_ = buffer_.size();
   }
 
  private:
+  uint64_t Underflow() override {
+    Refill();
+    if (!status_.ok()) return 0;
+    return NextUint64();
+  }
+
   // 4 KiB per refill: one syscall per 512 draws.
   std::array<uint64_t, 512> buffer_{};
-  size_t next_ = buffer_.size();
+  uint32_t left_ = 0;
   absl::Status status_;
 };
 
@@ -131,7 +132,8 @@ class DrbgRandom final : public RandomSource {
   // The buffer and its fill level share one mapping (wiped together).
   struct Block {
     uint64_t words[8191];
-    uint64_t remaining;  // unread words at the front of `words`
+    uint32_t remaining;  // unread words at the front of `words`
+    uint32_t unused;
   };
   static_assert(sizeof(Block) == 65536);
 
@@ -158,30 +160,7 @@ class DrbgRandom final : public RandomSource {
     munmap(block_, size_);
   }
 
-  // The per-word path is a leaf (no frame): the refill is out of line, and
-  // after a failure `remaining` stays 0, so the status is checked on refills
-  // only.
-  uint64_t NextUint64() override {
-    if (block_->remaining == 0) [[unlikely]] {
-      return RefillAndNext();
-    }
-    return TakeWord();
-  }
-
   absl::Status status() const override { return status_; }
-
-  uint64_t TakeWord() {
-    uint64_t& slot = block_->words[--block_->remaining];
-    const uint64_t value = slot;
-    slot = 0;  // Do not keep used randomness around.
-    return value;
-  }
-
-  [[gnu::noinline]] uint64_t RefillAndNext() {
-    Refill();
-    if (!status_.ok()) return 0;
-    return TakeWord();
-  }
 
   void Refill() {
     if (!status_.ok()) return;
@@ -195,14 +174,25 @@ class DrbgRandom final : public RandomSource {
       status_ = absl::UnavailableError(absl::StrCat(
           "secure random generator failed (OpenSSL RAND_priv_bytes: ", text,
           "); refusing to produce noise"));
-      explicit_bzero(block_, sizeof(Block));
+      explicit_bzero(block_, sizeof(Block));  // the count too: stays 0
       return;
     }
     block_->remaining = sizeof(block_->words) / sizeof(uint64_t);
   }
 
  private:
-  DrbgRandom(Block* block, size_t size) : block_(block), size_(size) {}
+  DrbgRandom(Block* block, size_t size) : block_(block), size_(size) {
+    SetBuffer(block_->words, &block_->remaining);
+  }
+
+  // After a failure the count stays 0, so every later draw lands here and
+  // returns 0.
+  uint64_t Underflow() override {
+    Refill();
+    if (!status_.ok()) return 0;
+    return NextUint64();
+  }
+
   Block* block_;
   size_t size_;
   absl::Status status_;

@@ -342,10 +342,10 @@ struct Objective::Kernels {
   static constexpr int64_t kSparseBlockEntries = 2048;
   static constexpr int kDenseBlock = 256;
   static constexpr int kDenseRowBlock = 4;
-  // Sparse rows prefetched ahead (their row pointers twice as far). 2-8 did
-  // about equally well on a9a with random rows, 16 worse (too many lines in
-  // flight); none was slowest. Dense rows need none: the loads of a strided
-  // row are independent and already overlap.
+  // Sparse rows prefetched ahead (their row pointers twice as far). On a9a
+  // with 325 random rows, 2, 4 and 8 did equally well within this VM's noise,
+  // 16 worse; none was 2.5x slower. Dense rows need none: the loads of a
+  // strided row are independent and already overlap.
   static constexpr int kSparseAhead = 4;
 
   // ||x_i|| in the clipping norm (computed once per dataset, see

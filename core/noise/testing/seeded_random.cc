@@ -21,7 +21,7 @@ SeededRandomForTesting::SeededRandomForTesting(uint64_t seed) {
   for (uint64_t& word : s_) word = SplitMix64(seed);
 }
 
-uint64_t SeededRandomForTesting::NextUint64() {
+uint64_t SeededRandomForTesting::Underflow() {
   const uint64_t result = Rotl(s_[1] * 5, 7) * 9;
   const uint64_t t = s_[1] << 17;
   s_[2] ^= s_[0];
@@ -37,7 +37,7 @@ FailingRandomForTesting::FailingRandomForTesting(uint64_t seed,
                                                  int64_t good_draws)
     : inner_(seed), good_draws_(good_draws) {}
 
-uint64_t FailingRandomForTesting::NextUint64() {
+uint64_t FailingRandomForTesting::Underflow() {
   if (draws_ >= good_draws_) {
     status_ = absl::UnavailableError("injected random source failure");
   }

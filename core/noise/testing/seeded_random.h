@@ -20,10 +20,10 @@ namespace dpopt::noise::testing {
 class SeededRandomForTesting final : public RandomSource {
  public:
   explicit SeededRandomForTesting(uint64_t seed);
-  uint64_t NextUint64() override;
   absl::Status status() const override { return absl::OkStatus(); }
 
  private:
+  uint64_t Underflow() override;  // no buffer: the next word
   uint64_t s_[4];
 };
 
@@ -34,11 +34,11 @@ class SeededRandomForTesting final : public RandomSource {
 class FailingRandomForTesting final : public RandomSource {
  public:
   FailingRandomForTesting(uint64_t seed, int64_t good_draws);
-  uint64_t NextUint64() override;
   absl::Status status() const override { return status_; }
   int64_t draws() const { return draws_; }
 
  private:
+  uint64_t Underflow() override;  // no buffer: the next word
   SeededRandomForTesting inner_;
   int64_t good_draws_;
   int64_t draws_ = 0;

@@ -142,6 +142,67 @@ TEST(RandomSourceTest, FailedSourceDoesNotHang) {
   EXPECT_THAT(rng.status(), StatusIs(absl::StatusCode::kUnavailable));
 }
 
+// The inline buffer of RandomSource (what the secure sources use): words
+// come from the top of the buffer down, each slot is zeroed as it is taken,
+// Underflow() runs exactly when the buffer is empty, and after a failure
+// every draw returns 0.
+class BufferedForTesting final : public RandomSource {
+ public:
+  static constexpr int kSize = 4;
+  explicit BufferedForTesting(int good_refills) : good_refills_(good_refills) {
+    SetBuffer(words_, &left_);
+  }
+  absl::Status status() const override { return status_; }
+  const uint64_t* words() const { return words_; }
+  uint32_t left() const { return left_; }
+  int refills() const { return refills_; }
+
+ private:
+  uint64_t Underflow() override {
+    if (refills_ == good_refills_) {
+      status_ = absl::UnavailableError("injected");
+      return 0;
+    }
+    ++refills_;
+    for (int k = 0; k < kSize; ++k) words_[k] = next_++;
+    left_ = kSize;
+    return NextUint64();
+  }
+
+  uint64_t words_[kSize] = {};
+  uint32_t left_ = 0;
+  uint64_t next_ = 100;
+  int good_refills_;
+  int refills_ = 0;
+  absl::Status status_;
+};
+
+TEST(RandomSourceTest, InlineBufferServesZeroesAndRefills) {
+  BufferedForTesting rng(/*good_refills=*/2);
+  EXPECT_EQ(rng.NextUint64(), 103u);  // first draw: a refill, then the top
+  EXPECT_EQ(rng.refills(), 1);
+  EXPECT_EQ(rng.left(), 3u);
+  EXPECT_EQ(rng.words()[3], 0u);  // taken words do not linger
+  EXPECT_EQ(rng.NextUint64(), 102u);
+  EXPECT_EQ(rng.NextUint64(), 101u);
+  EXPECT_EQ(rng.NextUint64(), 100u);
+  EXPECT_EQ(rng.refills(), 1);
+  for (int k = 0; k < BufferedForTesting::kSize; ++k) {
+    EXPECT_EQ(rng.words()[k], 0u);
+  }
+  EXPECT_EQ(rng.NextUint64(), 107u);  // empty: the second refill
+  EXPECT_EQ(rng.refills(), 2);
+  for (uint64_t expected : {106u, 105u, 104u}) {
+    EXPECT_EQ(rng.NextUint64(), expected);
+  }
+  EXPECT_OK(rng.status());
+  // The third refill fails: 0 from now on, the status sticks.
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(rng.NextUint64(), 0u);
+  EXPECT_THAT(rng.status(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(rng.left(), 0u);
+  EXPECT_EQ(rng.UniformInt(3), 0u);  // and nothing spins
+}
+
 // Both production sources: the DRBG-backed secure generator and its kernel
 // fallback.
 using Factory = absl::StatusOr<std::unique_ptr<RandomSource>> (*)();
@@ -156,7 +217,7 @@ TEST_P(SecureSourceTest, ProducesDistinctWords) {
 
 // Monobit frequency test (NIST SP 800-22, 2.1) over 2^22 bits and a byte
 // frequency chi-square test (255 degrees of freedom) over 2^20 bytes; both
-// span many refills of the buffers (4 KiB kernel, 8 KiB DRBG).
+// span many refills of the buffers (4 KiB kernel, 64 KiB DRBG).
 TEST_P(SecureSourceTest, PassesFrequencyTests) {
   ASSERT_OK_AND_ASSIGN(auto rng, GetParam()());
   constexpr int kWords = 1 << 16;
@@ -214,9 +275,15 @@ TEST(SecureRandomTest, ForkedChildDoesNotReplayParentWords) {
   ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
   ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
   ASSERT_EQ(got, sizeof(child));
-  int equal = 0;
-  for (int i = 0; i < kWords; ++i) equal += rng->NextUint64() == child[i];
+  int equal = 0, zero = 0;
+  for (int i = 0; i < kWords; ++i) {
+    equal += rng->NextUint64() == child[i];
+    zero += child[i] == 0;
+  }
   EXPECT_EQ(equal, 0);
+  // Nor read the wiped (zeroed) words as randomness: the fill count is wiped
+  // with them, so the child refills.
+  EXPECT_EQ(zero, 0);
   ASSERT_OK(rng->status());
 }
 

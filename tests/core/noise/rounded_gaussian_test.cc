@@ -554,7 +554,7 @@ class ScriptedThenSeeded : public RandomSource {
  public:
   ScriptedThenSeeded(std::vector<uint64_t> words, uint64_t seed)
       : words_(std::move(words)), rest_(seed) {}
-  uint64_t NextUint64() override {
+  uint64_t Underflow() override {
     return next_ < words_.size() ? words_[next_++] : rest_.NextUint64();
   }
   absl::Status status() const override { return absl::OkStatus(); }

@@ -32,7 +32,7 @@ class ScriptedRandom : public RandomSource {
  public:
   explicit ScriptedRandom(std::vector<uint64_t> words)
       : words_(std::move(words)) {}
-  uint64_t NextUint64() override {
+  uint64_t Underflow() override {
     ++draws;
     return next_ < words_.size() ? words_[next_++] : 0;
   }
@@ -48,7 +48,7 @@ class ScriptedRandom : public RandomSource {
 class RecordingRandom : public RandomSource {
  public:
   explicit RecordingRandom(RandomSource& inner) : inner_(inner) {}
-  uint64_t NextUint64() override {
+  uint64_t Underflow() override {
     words.push_back(inner_.NextUint64());
     return words.back();
   }

@@ -15,7 +15,7 @@ class ScriptedRandom : public noise::RandomSource {
  public:
   explicit ScriptedRandom(std::vector<uint64_t> words)
       : words_(std::move(words)) {}
-  uint64_t NextUint64() override {
+  uint64_t Underflow() override {
     ++draws;
     return next_ < words_.size() ? words_[next_++] : 0;
   }
@@ -60,7 +60,7 @@ TEST(PoissonSamplerTest, RateAndBitsUsed) {
         static_cast<uint64_t>(q * 1e6));
     struct Counting : noise::RandomSource {
       explicit Counting(noise::RandomSource& r) : r(r) {}
-      uint64_t NextUint64() override {
+      uint64_t Underflow() override {
         ++draws;
         return r.NextUint64();
       }

@@ -198,7 +198,7 @@ class RefuseAll final : public ReleaseBudget {
 };
 class CountingRandom final : public noise::RandomSource {
  public:
-  uint64_t NextUint64() override {
+  uint64_t Underflow() override {
     ++draws;
     return inner.NextUint64();
   }
