@@ -158,6 +158,16 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, creds, &s->port_);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  // The synchronous server keeps at most MAX_POLLERS idle threads (default
+  // 2) and spawns one for each burst of calls beyond them, so under many
+  // concurrent short calls it created and destroyed threads continually
+  // (clone, mmap/munmap of stacks: about 8% of its CPU time at 64 budget
+  // queries in flight). 64 idle threads cost only their stacks' address
+  // space. Budget queries from a loopback client: about 2,100 -> 2,400/s.
+  builder.SetSyncServerOption(
+      grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 2);
+  builder.SetSyncServerOption(
+      grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 64);
   builder.RegisterService(s->dataset_service_.get());
   builder.RegisterService(s->budget_service_.get());
   builder.RegisterService(s->job_service_.get());
