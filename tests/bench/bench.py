@@ -587,7 +587,7 @@ O(n) (one uniform per row, as Opacus).
 
 {import_text}
 
-## Microbenchmarks (Google Benchmark, `dpopt_bench`{'' if r['smoke'] else '; medians of 3 repetitions'})
+## Microbenchmarks (Google Benchmark, `dpopt_bench`{'' if r['smoke'] else '; medians of 5 repetitions run in random order'})
 
 | benchmark | label | time per iteration | items/s |
 |---|---|---|---|
