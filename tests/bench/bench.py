@@ -259,7 +259,11 @@ def gbench_figures(path):
         unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
         out[name] = {"seconds": b["real_time"] * unit,
                           "items_per_second": b.get("items_per_second"),
-                          "label": b.get("label", "")}
+                          "label": b.get("label", ""),
+                          "order": (b.get("family_index", 0),
+                                    b.get("per_family_instance_index", 0))}
+    # Source order (random interleaving shuffles the JSON).
+    out = dict(sorted(out.items(), key=lambda kv: kv[1]["order"]))
     return out, data.get("context", {})
 
 
