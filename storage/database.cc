@@ -15,6 +15,9 @@ absl::Status DatabaseOptions::Validate() const {
   if (block_rows < 1 || block_rows > (1 << 20)) {
     return absl::InvalidArgumentError("block_rows must be in [1, 1048576]");
   }
+  if (checkpoint_request_frames < 1) {
+    return absl::InvalidArgumentError("checkpoint_request_frames must be >= 1");
+  }
   return absl::OkStatus();
 }
 
@@ -27,11 +30,27 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(
   ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn,
                    Connection::Open(path, conn_options));
   RETURN_IF_ERROR(ApplyMigrations(*conn, SchemaMigrations()));
+  // A WAL that an import grew past this is truncated back to it once a
+  // checkpoint has copied it into the database file and it restarts.
+  RETURN_IF_ERROR(conn->Execute("PRAGMA journal_size_limit=67108864"));
   std::unique_ptr<Database> db(new Database(path, options, std::move(conn)));
   if (!options.ledger_mark_path.empty()) {
     RETURN_IF_ERROR(db->CheckLedgerMark());
   }
+  CheckpointerOptions cp_options;
+  cp_options.request_frames = options.checkpoint_request_frames;
+  cp_options.connection = conn_options;
+  ASSIGN_OR_RETURN(db->checkpointer_, Checkpointer::Start(path, cp_options));
+  db->WithConnection([cp = db->checkpointer_.get()](Connection& c) {
+    c.SetWalCommitCallback([cp](int64_t frames) { cp->OnCommit(frames); });
+  });
   return db;
+}
+
+Database::~Database() {
+  if (checkpointer_ != nullptr) {
+    WithConnection([](Connection& c) { c.SetWalCommitCallback(nullptr); });
+  }
 }
 
 absl::Status Database::CheckLedgerMark() {

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "storage/access_store.h"
+#include "storage/checkpointer.h"
 #include "storage/dataset_store.h"
 #include "storage/job_store.h"
 #include "storage/ledger.h"
@@ -41,6 +42,9 @@ struct DatabaseOptions {
   bool create_if_missing = true;
   // Rows per stored block at import; 1 <= block_rows <= 1 << 20.
   int block_rows = 4096;
+  // A commit that leaves at least this many frames in the WAL wakes the
+  // background checkpointer (CheckpointerOptions::request_frames). >= 1.
+  int64_t checkpoint_request_frames = 1000;
   // The ledger's high-water mark file (storage/ledger_mark.h); empty (the
   // default): none, for tools and tests that do not charge. When set, Open
   // refuses (FAILED_PRECONDITION) a database whose ledger ends below the
@@ -61,8 +65,10 @@ class Database {
   using Options = DatabaseOptions;
 
   // Opens `path` (created if missing and allowed), enables WAL, foreign keys
-  // and synchronous=FULL, applies pending schema migrations and checks the
-  // ledger against options.ledger_mark_path (if set).
+  // and synchronous=FULL, applies pending schema migrations, checks the
+  // ledger against options.ledger_mark_path (if set) and starts the
+  // background checkpointer (a second connection and thread; commits no
+  // longer checkpoint inline).
   // Errors: INVALID_ARGUMENT (options); NOT_FOUND (missing file with
   // !create_if_missing); FAILED_PRECONDITION (the file has a newer schema
   // than this build; or its ledger is behind the high-water mark);
@@ -72,7 +78,7 @@ class Database {
 
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
-  ~Database() = default;
+  ~Database();
 
   DatasetStore& datasets() { return datasets_; }
   Ledger& ledger() { return ledger_; }
@@ -89,6 +95,10 @@ class Database {
   // when options.ledger_mark_path is empty.
   LedgerMark* ledger_mark() { return ledger_mark_.get(); }
   const LedgerMarkCheck& ledger_mark_check() const { return mark_check_; }
+
+  // Runs this database's WAL checkpoints in the background
+  // (storage/checkpointer.h); StagedImport pauses it.
+  Checkpointer& checkpointer() { return *checkpointer_; }
 
  private:
   friend class DatasetStore;
@@ -128,6 +138,8 @@ class Database {
   AccessStore access_;
   std::unique_ptr<LedgerMark> ledger_mark_;
   LedgerMarkCheck mark_check_;
+  // Declared after conn_: destroyed (its thread stopped) before conn_ closes.
+  std::unique_ptr<Checkpointer> checkpointer_;
 };
 
 }  // namespace dpopt::storage

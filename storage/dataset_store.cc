@@ -1,6 +1,8 @@
 #include "storage/dataset_store.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -128,7 +130,9 @@ absl::Status InsertRowRange(Statement& insert, int64_t dataset_id,
   RETURN_IF_ERROR(insert.BindInt64(2, block));
   RETURN_IF_ERROR(insert.BindInt64(3, stored_first_row));
   RETURN_IF_ERROR(insert.BindInt64(4, n));
-  RETURN_IF_ERROR(insert.BindBlob(6, AsBytes(rows.labels.data() + first, n)));
+  // `rows` outlives the insert: its bytes are bound without a copy.
+  RETURN_IF_ERROR(
+      insert.BindBlobNoCopy(6, AsBytes(rows.labels.data() + first, n)));
   if (rows.sparse) {
     const int64_t begin = rows.row_offsets[first];
     const int64_t end = rows.row_offsets[first + n];
@@ -138,17 +142,17 @@ absl::Status InsertRowRange(Statement& insert, int64_t dataset_id,
     }
     RETURN_IF_ERROR(insert.BindInt64(5, end - begin));
     RETURN_IF_ERROR(insert.BindBlob(7, PackVector(offsets)));
-    RETURN_IF_ERROR(
-        insert.BindBlob(8, AsBytes(rows.indices.data() + begin, end - begin)));
-    RETURN_IF_ERROR(
-        insert.BindBlob(9, AsBytes(rows.values.data() + begin, end - begin)));
+    RETURN_IF_ERROR(insert.BindBlobNoCopy(
+        8, AsBytes(rows.indices.data() + begin, end - begin)));
+    RETURN_IF_ERROR(insert.BindBlobNoCopy(
+        9, AsBytes(rows.values.data() + begin, end - begin)));
   } else {
     const int64_t d = rows.dimension;
     RETURN_IF_ERROR(insert.BindInt64(5, n * d));
     RETURN_IF_ERROR(insert.BindNull(7));
     RETURN_IF_ERROR(insert.BindNull(8));
-    RETURN_IF_ERROR(
-        insert.BindBlob(9, AsBytes(rows.values.data() + first * d, n * d)));
+    RETURN_IF_ERROR(insert.BindBlobNoCopy(
+        9, AsBytes(rows.values.data() + first * d, n * d)));
   }
   return insert.Run();
 }
@@ -401,9 +405,16 @@ absl::Status DatasetStore::CheckpointAndTruncate(Connection& conn) {
 // ------------------------------------------------------------ StagedImport
 
 StagedImport::StagedImport(Database& db, ImportOptions options, int64_t id)
-    : db_(db), options_(std::move(options)), id_(id) {}
+    : db_(db),
+      options_(std::move(options)),
+      id_(id),
+      checkpoints_paused_(
+          std::make_unique<Checkpointer::ScopedPause>(db.checkpointer())) {}
 
-StagedImport::~StagedImport() { (void)Discard(); }
+StagedImport::~StagedImport() {
+  (void)Discard();
+  if (wal_fd_ >= 0) close(wal_fd_);
+}
 
 int64_t StagedImport::rows_stored() const {
   absl::MutexLock lock(&mu_);
@@ -466,8 +477,23 @@ absl::Status StagedImport::StoreBlock(const ParsedRows& block, int64_t block_no,
     std::vector<int64_t> offsets;
     RETURN_IF_ERROR(InsertRowRange(insert, id_, block_no, first_row, block, 0,
                                    block.rows, offsets));
-    return txn.Commit();
+    RETURN_IF_ERROR(txn.Commit());
+    StartWalWriteback();
+    return absl::OkStatus();
   });
+}
+
+void StagedImport::StartWalWriteback() {
+  // Write-behind: the block's WAL pages are in the page cache, unsynced
+  // (relaxed durability); the final commit's fsync would otherwise write
+  // the whole import at the end (2 s for 800 MB here). Starting their
+  // writeback now overlaps it with parsing. A hint: errors are ignored
+  // (Commit's fsync is what makes the rows durable).
+  if (wal_fd_ < 0) {
+    wal_fd_ = open((db_.path() + "-wal").c_str(), O_RDONLY | O_CLOEXEC);
+    if (wal_fd_ < 0) return;
+  }
+  (void)sync_file_range(wal_fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
 }
 
 absl::Status StagedImport::Sync() {
@@ -547,6 +573,9 @@ absl::StatusOr<DatasetRecord> StagedImport::Commit() {
   if (!record.ok()) return Failed(record.status());
   done_ = true;
   parser_.reset();
+  // The rows are durable in the WAL; the checkpointer now copies them into
+  // the database file in the background.
+  checkpoints_paused_.reset();
   return record;
 }
 
@@ -556,7 +585,7 @@ absl::Status StagedImport::Discard() {
   StopWriter();
   parser_.reset();
   ScopedCommitHookSuspension staging;
-  return db_.WithConnection([&](Connection& conn) -> absl::Status {
+  absl::Status s = db_.WithConnection([&](Connection& conn) -> absl::Status {
     {
       Transaction txn(conn);
       RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
@@ -575,6 +604,8 @@ absl::Status StagedImport::Discard() {
     }
     return absl::OkStatus();
   });
+  checkpoints_paused_.reset();
+  return s;
 }
 
 absl::StatusOr<DatasetRecord> DatasetStore::Get(absl::string_view name) {

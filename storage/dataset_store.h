@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "core/data/dataset.h"
+#include "storage/checkpointer.h"
 #include "storage/dataset_import.h"
 
 namespace dpopt::storage {
@@ -187,6 +188,8 @@ class StagedImport {
   absl::Status StoreBlock(const ParsedRows& block, int64_t block_no,
                           int64_t first_row);
   void StopWriter();
+  // Writer thread: starts writing the WAL's dirty pages back to disk.
+  void StartWalWriteback();
   absl::Status Failed(absl::Status s);
 
   Database& db_;
@@ -196,6 +199,9 @@ class StagedImport {
   bool done_ = false;  // committed or discarded
   absl::Status status_;
   bool wrote_rows_ = false;  // a block reached storage (even if it failed)
+  // Background checkpoints wait until the import commits or is discarded.
+  std::unique_ptr<Checkpointer::ScopedPause> checkpoints_paused_;
+  int wal_fd_ = -1;  // writer thread: the WAL, for StartWalWriteback
 
   mutable absl::Mutex mu_;
   std::deque<ParsedRows> queue_ ABSL_GUARDED_BY(mu_);

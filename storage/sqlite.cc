@@ -127,6 +127,36 @@ Connection::~Connection() {
   sqlite3_close_v2(db_);
 }
 
+void Connection::SetWalCommitCallback(
+    std::function<void(int64_t frames)> on_commit) {
+  on_wal_commit_ = std::move(on_commit);
+  if (!on_wal_commit_) {
+    sqlite3_wal_autocheckpoint(db_, 1000);  // SQLite's default
+    return;
+  }
+  // Registering a WAL hook replaces the automatic checkpoint (which SQLite
+  // implements as the default hook).
+  sqlite3_wal_hook(
+      db_,
+      [](void* self, sqlite3*, const char*, int frames) -> int {
+        static_cast<Connection*>(self)->on_wal_commit_(frames);
+        return SQLITE_OK;
+      },
+      this);
+}
+
+absl::StatusOr<Connection::CheckpointResult> Connection::CheckpointPassive() {
+  int wal_frames = 0;
+  int checkpointed = 0;
+  const int rc = sqlite3_wal_checkpoint_v2(
+      db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, &wal_frames, &checkpointed);
+  if (rc == SQLITE_BUSY) return CheckpointResult{-1, -1};
+  if (rc != SQLITE_OK) {
+    return SqliteStatus(rc, "checkpoint", sqlite3_errmsg(db_));
+  }
+  return CheckpointResult{wal_frames, checkpointed};
+}
+
 void Connection::Release(sqlite3_stmt* stmt) {
   const char* sql = sqlite3_sql(stmt);
   if (cached_ >= kMaxCachedStatements || sql == nullptr) {
@@ -324,6 +354,14 @@ absl::Status Statement::BindBlob(int index, const void* data, size_t size) {
   return BindResult(
       sqlite3_bind_blob64(stmt_, index, size == 0 ? &kEmpty : data, size,
                           SQLITE_TRANSIENT),
+      index);
+}
+
+absl::Status Statement::BindBlobNoCopy(int index, absl::string_view bytes) {
+  static const char kEmpty = 0;
+  return BindResult(
+      sqlite3_bind_blob64(stmt_, index, bytes.empty() ? &kEmpty : bytes.data(),
+                          bytes.size(), SQLITE_STATIC),
       index);
 }
 

@@ -111,6 +111,25 @@ class Connection {
 
   const std::string& path() const { return path_; }
 
+  // Replaces SQLite's automatic checkpoint, which the committing connection
+  // runs inside its commit once the WAL holds 1000 frames, with
+  // `on_commit(frames)`: called after each write transaction commits (on
+  // the committing thread, before Commit() returns) with the WAL's size in
+  // frames. It must not use this connection. An empty function restores
+  // the automatic checkpoint. (storage/checkpointer.h runs checkpoints on a
+  // thread of their own instead.)
+  void SetWalCommitCallback(std::function<void(int64_t frames)> on_commit);
+
+  // "PRAGMA wal_checkpoint(PASSIVE)": copies as many WAL frames into the
+  // database file as possible without waiting for readers or writers, and
+  // syncs it. Returns the WAL's frames and the frames checkpointed
+  // (both -1 if another checkpoint was running).
+  struct CheckpointResult {
+    int64_t wal_frames = 0;
+    int64_t checkpointed_frames = 0;
+  };
+  absl::StatusOr<CheckpointResult> CheckpointPassive();
+
  private:
   friend class Statement;
   Connection(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
@@ -119,6 +138,7 @@ class Connection {
 
   sqlite3* db_;
   std::string path_;
+  std::function<void(int64_t)> on_wal_commit_;
   absl::flat_hash_map<std::string, std::vector<sqlite3_stmt*>> cache_;
   size_t cached_ = 0;
 };
@@ -141,6 +161,10 @@ class Statement {
   absl::Status BindText(int index, absl::string_view value);
   absl::Status BindBlob(int index, absl::string_view bytes);
   absl::Status BindBlob(int index, const void* data, size_t size);
+  // Binds `bytes` without copying them (SQLITE_STATIC): they must stay
+  // valid and unchanged until the statement is reset, rebound or destroyed.
+  // For large blobs (an import's blocks: one copy of every value less).
+  absl::Status BindBlobNoCopy(int index, absl::string_view bytes);
   absl::Status BindNull(int index);
 
   // Advances the statement. Returns true if a row is available, false when

@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/database.h"
@@ -232,48 +233,34 @@ TEST(DatasetParserTest, SinkErrorStopsTheParse) {
 // absl::SimpleAtod accepts, with bit-identical values.
 TEST(DatasetParserTest, NumbersParseExactlyAsSimpleAtod) {
   std::vector<std::string> tokens = {
-      "0",
-      "-0",
-      "+1.5",
-      "1.",
-      ".5",
-      "-.5",
-      "1e5",
-      "1E5",
-      "1e+5",
-      "00012",
-      "0x10",
-      "1e400",
-      "-1e400",
-      "1e-400",
-      "4.9e-324",
-      "2.2250738585072011e-308",
-      "1.7976931348623157e308",
-      "1.7976931348623159e308",
-      "nan",
-      "inf",
-      "-Infinity",
-      "1e",
-      "1.2.3",
-      "--1",
+      "0", "-0", "+1.5", "1.", ".5", "-.5", "1e5", "1E5", "1e+5", "00012",
+      "0x10", "1e400", "-1e400", "1e-400", "4.9e-324",
+      "2.2250738585072011e-308", "1.7976931348623157e308",
+      "1.7976931348623159e308", "nan", "inf", "-Infinity", "1e", "1.2.3", "--1",
       "0.1000000000000000055511151231257827021181583404541015625",
-      "123456789012345678901234567890",
-      "9007199254740993",
-      "1e-2147483649",
-      "1e2147483648",
-      "1e99999999999999999999",
+      "123456789012345678901234567890", "9007199254740993", "1e-2147483649",
+      "1e2147483648", "1e99999999999999999999",
       "0.00000000000000000000000000000000000000000000000000000001e300",
-      "2.4703282292062327e-324",
-      "2.4703282292062328e-324",
-      "0e0",
-      ".e1",
-      "e1",
-      "-",
-      "+",
-      "1.5e+",
-      "1.5e-",
-      "1,5",
-      "0b1"};
+      "2.4703282292062327e-324", "2.4703282292062328e-324", "0e0", ".e1", "e1",
+      "-", "+", "1.5e+", "1.5e-", "1,5", "0b1",
+      // Plain decimals around the limits of the parser's Clinger path
+      // (at most 15 digits; longer ones and exponents go to fast_float).
+      "-0", "-0.0", "-0.", "007.50", "999999999999999", "9999999999999999",
+      "99999999999999.9", "999999999999999.9", "0.00000000000001",
+      "0.000000000000001", "0.0000000000000001", "123456789.012345",
+      "-12345678.9012345", "0.1", "0.3", "2.675", "1.0000000000000002", "4.35",
+      "5.02683", "-0.757015", "12345678901234567890123", "1.5e3"};
+  // Decimals as data exports write them ("%.6g", "%.*f"), of every length.
+  uint64_t y = 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < 20000; ++i) {
+    y ^= y << 13;
+    y ^= y >> 7;
+    y ^= y << 17;
+    const double v = (static_cast<double>(y >> 11) / 9007199254740992.0 - 0.5) *
+                     std::pow(10.0, static_cast<int>(y % 13) - 4);
+    tokens.push_back(i % 2 == 0 ? absl::StrFormat("%.*g", 1 + i % 16, v)
+                                : absl::StrFormat("%.*f", i % 17, v));
+  }
   uint64_t x = 88172645463325252ull;  // xorshift: varied bit patterns
   for (int i = 0; i < 20000; ++i) {
     x ^= x << 13;
@@ -300,6 +287,52 @@ TEST(DatasetParserTest, NumbersParseExactlyAsSimpleAtod) {
     ASSERT_EQ(got->values.size(), 1u);
     EXPECT_EQ(std::memcmp(&got->values[0], &want, sizeof(want)), 0) << t;
   }
+}
+
+// CSV rows take a one-pass path when every field is a number with at most
+// blanks around it; anything else is parsed again by the general path. Both
+// must give the same rows, and the same errors.
+TEST(DatasetParserTest, CsvFastPathAgreesWithTheGeneralPath) {
+  ImportOptions comma = Csv("n", 3);
+  comma.label_kind = LabelKind::kReal;
+  comma.csv_label_column = 1;
+  ImportOptions blanks = comma;
+  blanks.csv_delimiter = CsvDelimiter::kWhitespace;  // the general path only
+  const std::vector<std::string> rows = {
+      "1,2,3,4", " 1 ,\t2, 3 ,4 ", "-0.5,7,1e3,+2", "1.,.5,-.5,0",
+      "5.02683,-1,0.000001,123456789012345678"};
+  for (const std::string& row : rows) {
+    absl::StatusOr<ParsedRows> fast = ParseDatasetFile(comma, row + "\n");
+    std::string spaced = absl::StrReplaceAll(row, {{",", " "}});
+    absl::StatusOr<ParsedRows> general = ParseDatasetFile(blanks, spaced);
+    ASSERT_OK(fast.status()) << row;
+    ASSERT_OK(general.status()) << row;
+    EXPECT_EQ(fast->labels, general->labels) << row;
+    EXPECT_EQ(fast->values, general->values) << row;
+  }
+  // Errors: the general path's, whatever the fast path saw first.
+  EXPECT_THAT(ParseDatasetFile(comma, "1,2,3\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("expected 4 columns")));
+  EXPECT_THAT(ParseDatasetFile(comma, "1,nan,3,4\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("label is NaN or Inf")));
+  EXPECT_THAT(ParseDatasetFile(comma, "1,2,3x,4\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("column 3 is not a number")));
+  ImportOptions bounded = comma;
+  bounded.bounds.lower = {0, 0, 0};
+  bounded.bounds.upper = {1, 1, 1};
+  EXPECT_THAT(ParseDatasetFile(bounded, "0.5,2,0.5,7\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("feature 3 is outside")));
+  ImportOptions binary = Csv("b", 1);
+  EXPECT_THAT(ParseDatasetFile(binary, "0.5,1\n0.5,0\n0.5,-1\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("line 3: binary labels mix 0 and -1")));
+  EXPECT_THAT(ParseDatasetFile(binary, "0.5,2\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("binary label must be")));
 }
 
 // ------------------------------------------------------------ staged import
