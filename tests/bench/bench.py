@@ -166,6 +166,23 @@ def disk_write_mb_per_s(directory, mb):
     return max(1, mb // 8) * 8 / (time.perf_counter() - start)
 
 
+def wait_for_checkpoint(db_path, timeout=120):
+    """Seconds until the database file stops growing after an import: the
+    background checkpoint copying the import's rows from the WAL into it
+    (polled every 0.1 s; settled once unchanged for 1 s)."""
+    start = time.perf_counter()
+    last, last_change = -1, start
+    while time.perf_counter() - start < timeout:
+        size = os.path.getsize(db_path)
+        now = time.perf_counter()
+        if size != last:
+            last, last_change = size, now
+        elif now - last_change >= 1.0:
+            return last_change - start
+        time.sleep(0.1)
+    return float("nan")
+
+
 def cli_import(build, server, name, path, dim, detail=None):
     """Imports through the CLI; returns (wall s, CLI peak RSS MB, server peak MB).
     `detail` (a dict), if given, receives the CPU seconds of both processes."""
@@ -327,16 +344,28 @@ def main():
         client = dpopt.Client(server.address, server.token)
         client.wait_ready()
         # Import of the big CSV first, on a fresh server (peak RSS of both).
+        # Three imports (under three names; one in smoke mode), the median
+        # counts: single runs on this VM vary by +-0.6 s. Each waits for the
+        # background checkpoint of the one before.
         log(f"importing dense{big} ({results['csv_mb']:.0f} MB CSV) through the CLI")
-        cpu = {}
-        wall, cli_rss, server_rss = cli_import(build, server, f"dense{big}", csvs[big], 100,
-                                               detail=cpu)
-        results["import"] = {"rows": big, "seconds": wall, "cli_peak_rss_mb": cli_rss,
-                             "server_peak_rss_mb": server_rss, "cpu": cpu,
-                             "values_mb": big * 101 * 8 / 2**20}
+        walls, checkpoints = [], []
+        for rep in range(1 if smoke else 3):
+            cpu = {}
+            name = f"dense{big}" if rep == 0 else f"dense{big}-again{rep}"
+            wall, cli_rss, server_rss = cli_import(build, server, name, csvs[big], 100,
+                                                   detail=cpu)
+            walls.append(wall)
+            checkpoints.append(wait_for_checkpoint(server.db))
+            if rep == 0:
+                first = {"cli_peak_rss_mb": cli_rss, "server_peak_rss_mb": server_rss,
+                         "cpu": cpu}
+            log(f"  {wall:.2f} s, CLI {cli_rss:.0f} MB, server {server_rss:.0f} MB; "
+                f"background checkpoint done {checkpoints[-1]:.1f} s later")
+        results["import"] = {"rows": big, "seconds": statistics.median(walls),
+                             "all_seconds": walls, "checkpoint_seconds": checkpoints,
+                             "values_mb": big * 101 * 8 / 2**20, **first}
         results["disk_probe_mb"] = 64 if smoke else 512
         results["disk_write_mb_s"] = disk_write_mb_per_s(workdir, results["disk_probe_mb"])
-        log(f"  {wall:.2f} s, CLI {cli_rss:.0f} MB, server {server_rss:.0f} MB")
         for n in sizes[:-1]:
             cli_import(build, server, f"dense{n}", csvs[n], 100)
         client.import_dataset("adult", a9a, format="libsvm", dimension=123,
@@ -484,7 +513,10 @@ def write_report(r, out, gb_context):
             "noise or VM drift between jobs)", fmt_time(clipped), fmt_time(scaled),
             f"{clipped / scaled:.2f}x", "<= 1.1x")
     imp = r["import"]
-    row(f"import {imp['rows']:,} x 100 CSV ({r['csv_mb']:.0f} MB), CLI end to end",
+    runs = imp.get("all_seconds", [imp["seconds"]])
+    row(f"import {imp['rows']:,} x 100 CSV ({r['csv_mb']:.0f} MB), CLI end to end"
+        + (f", median of {len(runs)} ({', '.join(f'{x:.2f}' for x in runs)} s)"
+           if len(runs) > 1 else ""),
         f"**{imp['seconds']:.2f} s**", "-", "-", "< 5 s")
     row("import peak RSS: CLI / server", f"{imp['cli_peak_rss_mb']:.0f} MB / "
         f"{imp['server_peak_rss_mb']:.0f} MB", "-", "-", "a few hundred MB")
@@ -537,21 +569,23 @@ def write_report(r, out, gb_context):
         cpu_floor = total_cpu / (m0["cores"] or 1)
         disk = r["disk_write_mb_s"]
         import_text = (
-            f"The {imp['rows']:,}-row import took {imp['seconds']:.2f} s end to end. CPU: "
+            f"The {imp['rows']:,}-row import took {imp['seconds']:.2f} s end to end "
+            f"(median). CPU of the first: "
             f"server {cpu['server_user']:.2f} s user + {cpu['server_sys']:.2f} s system "
             f"(parsing, gRPC, SQLite), CLI {cpu['cli_user']:.2f} s + {cpu['cli_sys']:.2f} s: "
             f"{total_cpu:.1f} CPU seconds, so at least {cpu_floor:.1f} s "
             f"on {m0['cores']} cores even if every stage overlapped perfectly. Storage: "
             f"{imp['values_mb']:.0f} MiB of doubles (values and labels) are written "
-            f"twice by SQLite in WAL mode (the log, then the checkpoint into the "
-            f"database), each part durably; this disk writes {disk:.0f} MiB/s "
-            f"sequentially with one fdatasync (a {r.get('disk_probe_mb', 512)} MiB probe), so writing the values "
-            f"once takes {imp['values_mb'] / disk:.1f} s and twice "
-            f"{2 * imp['values_mb'] / disk:.1f} s.")
-        if cpu_floor > 5 or 2 * imp["values_mb"] / disk > 5:
-            import_text += (
-                " With this work per row (CPU) or this storage scheme (two durable "
-                "writes), the 5 s target is out of reach on this machine.")
+            f"once on the import's path, to SQLite's WAL, durably when the import "
+            f"commits (its writeback starts block by block, overlapping parsing); "
+            f"the background checkpointer then copies them into the database file, "
+            f"done about {', '.join(f'{x:.1f}' for x in imp.get('checkpoint_seconds', []))} s "
+            f"after each import returned. This disk writes {disk:.0f} MiB/s "
+            f"sequentially with one fdatasync (a {r.get('disk_probe_mb', 512)} MiB probe), "
+            f"so writing the values once takes {imp['values_mb'] / disk:.1f} s. "
+            f"What remains on the path is CPU: SQLite writes the WAL a 4 KiB page "
+            f"at a time (two pwrite calls per page) and the parser converts "
+            f"{imp['rows'] * 101:,} decimals.")
     text = f"""# Performance
 
 Written by `scripts/bench.sh`{' (SMOKE MODE: tiny runs, numbers meaningless)' if r['smoke'] else ''};
