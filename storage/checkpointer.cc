@@ -13,6 +13,9 @@ absl::Status CheckpointerOptions::Validate() const {
   if (busy_retry <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("busy_retry must be positive");
   }
+  if (max_pause <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("max_pause must be positive");
+  }
   if (connection.read_only) {
     return absl::InvalidArgumentError(
         "a checkpointer needs a read-write connection");
@@ -50,6 +53,7 @@ void Checkpointer::OnCommit(int64_t wal_frames) {
 
 void Checkpointer::Request() {
   absl::MutexLock lock(&mu_);
+  if (!requested_) requested_at_ = absl::Now();
   requested_ = true;
 }
 
@@ -82,9 +86,15 @@ void Checkpointer::Loop() {
     {
       absl::MutexLock lock(&mu_);
       auto due = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return stop_ || (requested_ && pauses_ == 0);
+        return stop_ ||
+               (requested_ && (pauses_ == 0 || absl::Now() - requested_at_ >=
+                                                   options_.max_pause));
       };
-      mu_.Await(absl::Condition(&due));
+      // Re-evaluated when the mutex is released, and at least every 100 ms
+      // for the pause's time limit.
+      while (!mu_.AwaitWithTimeout(absl::Condition(&due),
+                                   absl::Milliseconds(100))) {
+      }
       if (stop_) return;
       requested_ = false;
       running_ = true;
@@ -98,6 +108,7 @@ void Checkpointer::Loop() {
     }
     if (r->wal_frames < 0) {
       // Another checkpoint holds the lock: retry shortly (or at stop).
+      if (!requested_) requested_at_ = absl::Now();
       requested_ = true;
       auto stopping = [this]()
                           ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_; };

@@ -15,9 +15,10 @@
 // Options::request_frames wakes the thread, and the thread runs a PASSIVE
 // checkpoint (which never waits for readers or writers; they proceed
 // meanwhile). While a pause is held (a streaming import in progress),
-// requested checkpoints wait: the import's rows reach the WAL once, durably,
-// and are copied into the database file after the import has committed,
-// in the background, instead of block by block during it.
+// requested checkpoints wait (up to Options::max_pause): the import's rows
+// reach the WAL once, durably, and are copied into the database file after
+// the import has committed, in the background, instead of block by block
+// during it.
 //
 // Durability is unchanged (a commit is durable once its WAL frames are
 // synced; checkpoints only move data). Explicit checkpoints on Database's
@@ -49,6 +50,11 @@ struct CheckpointerOptions {
   // How long to wait before retrying a checkpoint that found another one
   // (an explicit TRUNCATE, or another process's) running. > 0.
   absl::Duration busy_retry = absl::Milliseconds(50);
+  // A requested checkpoint waits for pauses at most this long: an import
+  // left open (a client that stops sending) must not let the WAL grow with
+  // everyone else's commits indefinitely. Imports longer than this get
+  // checkpoints while they run. > 0.
+  absl::Duration max_pause = absl::Seconds(60);
   // For the checkpointer's own connection (read_only must be false).
   ConnectionOptions connection;
 
@@ -74,7 +80,8 @@ class Checkpointer {
   // Requests a checkpoint (it runs once no pause is held).
   void Request();
 
-  // Holds requested checkpoints back while it lives (pauses nest).
+  // Holds requested checkpoints back while it lives (pauses nest), at most
+  // Options::max_pause per request.
   class ScopedPause {
    public:
     explicit ScopedPause(Checkpointer& checkpointer);
@@ -108,6 +115,7 @@ class Checkpointer {
 
   mutable absl::Mutex mu_;
   bool requested_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time requested_at_ ABSL_GUARDED_BY(mu_);
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   int pauses_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -469,7 +469,7 @@ void StagedImport::WriterLoop() {
 absl::Status StagedImport::StoreBlock(const ParsedRows& block, int64_t block_no,
                                       int64_t first_row) {
   ScopedCommitHookSuspension staging;
-  return db_.WithConnection([&](Connection& conn) -> absl::Status {
+  absl::Status s = db_.WithConnection([&](Connection& conn) -> absl::Status {
     Transaction txn(conn);
     RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate,
                               Transaction::Durability::kRelaxed));
@@ -477,10 +477,11 @@ absl::Status StagedImport::StoreBlock(const ParsedRows& block, int64_t block_no,
     std::vector<int64_t> offsets;
     RETURN_IF_ERROR(InsertRowRange(insert, id_, block_no, first_row, block, 0,
                                    block.rows, offsets));
-    RETURN_IF_ERROR(txn.Commit());
-    StartWalWriteback();
-    return absl::OkStatus();
+    return txn.Commit();
   });
+  // Outside the connection lock: sync_file_range may wait for the device.
+  if (s.ok()) StartWalWriteback();
+  return s;
 }
 
 void StagedImport::StartWalWriteback() {

@@ -149,8 +149,12 @@ class DatasetStore {
 // A streaming import in progress (DatasetStore::BeginImport). The caller's
 // thread parses; a writer thread stores the parsed blocks (at most
 // kQueuedBlocks wait between them), so parsing and SQLite writes overlap.
-// Not thread-safe: one caller at a time. Staging transactions do not run a
-// commit hook (storage/sqlite.h); Commit()'s transaction runs the caller
+// While it lives (until Commit or Discard), the database's background
+// checkpoints wait (storage/checkpointer.h): the rows are written once, to
+// the WAL, and copied into the database file after the commit. An import
+// left open (a client that stops sending) holds checkpoints back until its
+// RPC ends. Not thread-safe: one caller at a time. Staging transactions do not
+// run a commit hook (storage/sqlite.h); Commit()'s transaction runs the caller
 // thread's hook, so an RPC's audit record commits with the dataset becoming
 // visible.
 class StagedImport {

@@ -40,6 +40,9 @@ TEST(CheckpointerOptionsTest, Validate) {
   o.busy_retry = absl::ZeroDuration();
   EXPECT_THAT(o.Validate(), StatusIs(absl::StatusCode::kInvalidArgument));
   o = CheckpointerOptions();
+  o.max_pause = absl::ZeroDuration();
+  EXPECT_THAT(o.Validate(), StatusIs(absl::StatusCode::kInvalidArgument));
+  o = CheckpointerOptions();
   o.connection.read_only = true;
   EXPECT_THAT(o.Validate(), StatusIs(absl::StatusCode::kInvalidArgument));
   Database::Options db;
@@ -95,6 +98,20 @@ TEST_F(CheckpointerTest, APauseHoldsRequestedCheckpointsBack) {
   }
   EXPECT_TRUE(cp().WaitIdle(absl::Seconds(30)));
   EXPECT_EQ(cp().stats().checkpoints, before + 1);
+}
+
+TEST_F(CheckpointerTest, APauseHoldsARequestBackAtMostMaxPause) {
+  // A second checkpointer on the same file, with a short limit.
+  CheckpointerOptions o;
+  o.max_pause = absl::Milliseconds(300);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Checkpointer> short_pause,
+                       Checkpointer::Start(dir_.File("d.db"), o));
+  Checkpointer::ScopedPause pause(*short_pause);  // never released here
+  short_pause->Request();
+  EXPECT_FALSE(short_pause->WaitIdle(absl::Milliseconds(100)));
+  EXPECT_EQ(short_pause->stats().checkpoints, 0);
+  EXPECT_TRUE(short_pause->WaitIdle(absl::Seconds(30)));
+  EXPECT_EQ(short_pause->stats().checkpoints, 1);
 }
 
 TEST_F(CheckpointerTest, AStreamingImportHoldsCheckpointsUntilItCommits) {
