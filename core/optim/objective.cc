@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <type_traits>
 
@@ -10,6 +11,10 @@
 #include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
 #include "core/optim/parallel.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>  // the branch-free clipping (ClippedCoefficient)
+#endif
 
 namespace dpopt::optim {
 namespace {
@@ -20,19 +25,71 @@ constexpr int64_t kMaxDimension = 10'000'000;
 double LogisticLoss(double m) {
   return m > 0 ? std::log1p(std::exp(-m)) : -m + std::log1p(std::exp(m));
 }
-// d/dm log(1 + exp(-m)) = -1 / (1 + exp(m)).
-double LogisticDerivative(double m) {
-  if (m > 0) {
-    const double e = std::exp(-m);
-    return -e / (1.0 + e);
-  }
-  return -1.0 / (1.0 + std::exp(m));
+// d/dm log(1 + exp(-m)) = -1 / (1 + exp(m)): -e / (1 + e) with
+// e = exp(-m) for m > 0, else -1 / (1 + e) with e = exp(m); in both cases
+// e = exp(-|m|), so one exp and a selection without a branch (the sign of
+// the margin is data-dependent: as a branch its mispredictions cost time
+// that depended on the rows' values).
+inline double LogisticDerivative(double m) {
+  const double e = std::exp(-std::abs(m));
+#if defined(__SSE2__)
+  const __m128d positive = _mm_cmpgt_sd(_mm_set_sd(m), _mm_setzero_pd());
+  const double numerator =
+      _mm_cvtsd_f64(_mm_or_pd(_mm_and_pd(positive, _mm_set_sd(-e)),
+                              _mm_andnot_pd(positive, _mm_set_sd(-1.0))));
+#else
+  const double numerator = m > 0 ? -e : -1.0;
+#endif
+  return numerator / (1.0 + e);
 }
 
 // Rows whose norm is in [kLowNorm, kHighNorm] are clipped directly; the
 // others through Dataset::RowScale (no overflow or underflow).
 constexpr double kLowNorm = 0x1.0p-500;
 constexpr double kHighNorm = 0x1.0p400;
+
+// The coefficient of a row's clipped gradient, from its unclipped
+// coefficient c and its norm r: 0 if c == 0, c if |c| r <= param, else
+// +-(param / r) with the sign of c; bit for bit the per-example rule
+// (AddClippedExampleGradient) for finite c and r in [kLowNorm, kHighNorm].
+// *in_range tells whether r is (for other r the result is 0 and the caller
+// clips the row another way). No branches: whether a row is clipped depends
+// on its values and, at a real iterate, is close to a coin flip per row; as
+// a branch its mispredictions made a DP-GD step on a9a 10-15% slower than a
+// GD step (docs/performance.md), and the step's time depend on the rows'
+// values. With SSE2 the selections are masks in the vector registers
+// (GCC compiles a ternary on doubles here into a jump, whatever is written).
+// For finite c != 0, c / |c| is exactly +-1, so param * (c / |c|) / r is
+// +-(param / r) bit for bit (IEEE rounding is symmetric): one division.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline double ClippedCoefficient(double c,
+                                                              double r,
+                                                              double param,
+                                                              bool* in_range) {
+#if defined(__SSE2__)
+  const __m128d vc = _mm_set_sd(c);
+  const __m128d vr = _mm_set_sd(r);
+  const __m128d sign = _mm_set_sd(-0.0);
+  const __m128d c_norm = _mm_andnot_pd(sign, vc);
+  // +-(param / r): the quotient's magnitude with c's sign bit.
+  const __m128d clipped =
+      _mm_or_pd(_mm_div_sd(_mm_set_sd(param), vr), _mm_and_pd(sign, vc));
+  const __m128d keep = _mm_cmple_sd(_mm_mul_sd(c_norm, vr), _mm_set_sd(param));
+  __m128d v = _mm_or_pd(_mm_and_pd(keep, vc), _mm_andnot_pd(keep, clipped));
+  // c == 0 (either sign): +0.
+  v = _mm_andnot_pd(_mm_cmpeq_sd(c_norm, _mm_setzero_pd()), v);
+  const __m128d ok = _mm_and_pd(_mm_cmpge_sd(vr, _mm_set_sd(kLowNorm)),
+                                _mm_cmple_sd(vr, _mm_set_sd(kHighNorm)));
+  *in_range = (_mm_movemask_pd(ok) & 1) != 0;
+  return _mm_cvtsd_f64(_mm_and_pd(ok, v));
+#else
+  const double c_norm = std::abs(c);
+  const double v = c_norm == 0           ? 0.0
+                   : c_norm * r <= param ? c
+                                         : std::copysign(param / r, c);
+  *in_range = r >= kLowNorm && r <= kHighNorm;
+  return *in_range ? v : 0.0;
+#endif
+}
 
 // The losses with one score (every loss but softmax): from the score
 // s = <w, x_i> and the effective label y, writes the gradient coefficient
@@ -522,6 +579,66 @@ struct Objective::Kernels {
     }
   }
 
+  // a[k] = ClippedCoefficient(c[k], norm[k], param), slow[k] = whether
+  // norm[k] is out of range; returns whether any is. Two rows at a time.
+  static bool ClipCoefficients(const double* c, const double* norm, int n,
+                               double param, double* a, bool* slow) {
+    int k = 0;
+    int bad = 0;  // bit 0/1: out of range, bit 2/3: non-finite c
+#if defined(__SSE2__)
+    const __m128d sign = _mm_set1_pd(-0.0);
+    const __m128d vparam = _mm_set1_pd(param);
+    const __m128d lo = _mm_set1_pd(kLowNorm);
+    const __m128d hi = _mm_set1_pd(kHighNorm);
+    const __m128d max = _mm_set1_pd(std::numeric_limits<double>::max());
+    for (; k + 2 <= n; k += 2) {
+      const __m128d vc = _mm_loadu_pd(c + k);
+      const __m128d vr = _mm_loadu_pd(norm + k);
+      const __m128d c_norm = _mm_andnot_pd(sign, vc);
+      const __m128d clipped =
+          _mm_or_pd(_mm_div_pd(vparam, vr), _mm_and_pd(sign, vc));
+      const __m128d keep = _mm_cmple_pd(_mm_mul_pd(c_norm, vr), vparam);
+      __m128d v = _mm_or_pd(_mm_and_pd(keep, vc), _mm_andnot_pd(keep, clipped));
+      v = _mm_andnot_pd(_mm_cmpeq_pd(c_norm, _mm_setzero_pd()), v);
+      const __m128d ok = _mm_and_pd(_mm_cmpge_pd(vr, lo), _mm_cmple_pd(vr, hi));
+      _mm_storeu_pd(a + k, _mm_and_pd(ok, v));
+      const int out = _mm_movemask_pd(ok) ^ 3;
+      slow[k] = (out & 1) != 0;
+      slow[k + 1] = (out & 2) != 0;
+      bad |= out | (_mm_movemask_pd(_mm_cmple_pd(c_norm, max)) ^ 3) << 2;
+    }
+#endif
+    for (; k < n; ++k) {
+      bool in_range;
+      a[k] = ClippedCoefficient(c[k], norm[k], param, &in_range);
+      slow[k] = !in_range;
+      bad |= (in_range ? 0 : 1) | (std::isfinite(c[k]) ? 0 : 4);
+    }
+    if ((bad & 12) != 0) {
+      // A non-finite coefficient (never for finite data and iterates).
+      for (int j = 0; j < n; ++j) {
+        if (!std::isfinite(c[j]) && !slow[j]) {
+          a[j] = param * (c[j] / std::abs(c[j])) / norm[j];
+        }
+      }
+    }
+    return (bad & 3) != 0;
+  }
+
+  // out += a[k] x_rows[k] for k = 0..n-1 in order (sparse rows).
+  static void ScatterSparseRows(const Csr& csr, const int64_t* rows,
+                                const double* a, int n, double* out) {
+    const int64_t* const outer = csr.outer;
+    const int64_t* const inner = csr.inner;
+    const double* const value = csr.value;
+    for (int k = 0; k < n; ++k) {
+      const int64_t i = rows[k];
+      const double ak = a[k];
+      const int64_t e = csr.end(i);
+      for (int64_t t = outer[i]; t < e; ++t) out[inner[t]] += ak * value[t];
+    }
+  }
+
   // One-score losses: out += a_i x_i for the rows, in order.
   template <LossKind kLoss, bool kSparse, int kNorm, typename RowAt>
   static void GradientRows(const Objective& obj, const Dataset& data,
@@ -535,6 +652,7 @@ struct Objective::Kernels {
     if constexpr (kSparse) csr = Csr(data.sparse());
     const Eigen::MatrixXd& dense = data.dense();
     const int64_t d = data.dimension();
+    double coef[kMaxBlock];
     double a[kMaxBlock];
     bool slow[kMaxBlock];
     ForEachBlock<kSparse, kNorm>(
@@ -542,31 +660,15 @@ struct Objective::Kernels {
           const int n = blk.n;
           bool any_slow = false;
           for (int k = 0; k < n; ++k) {
-            double c;
             ScalarCoefficient<kLoss, false>(
                 huber_width, blk.score[k], obj.EffectiveLabel(data, blk.row[k]),
-                &c);
-            slow[k] = false;
-            if (mode == Mode::kScaled) {
-              a[k] = param * c;
-              continue;
-            }
-            // As AddClippedExampleGradient with one output.
-            const double c_norm = std::abs(c);
-            const double r = blk.norm[k];
-            if (r >= kLowNorm && r <= kHighNorm) {
-              const double g_norm = c_norm * r;
-              // For finite c != 0, c / c_norm is exactly +-1, so
-              // param * (c / c_norm) / r is +-(param / r) bit for bit (IEEE
-              // rounding is symmetric): one division instead of two.
-              a[k] = c_norm == 0        ? 0.0
-                     : g_norm <= param  ? c
-                     : std::isfinite(c) ? std::copysign(param / r, c)
-                                        : param * (c / c_norm) / r;
-            } else {
-              a[k] = 0.0;
-              slow[k] = any_slow = true;
-            }
+                &coef[k]);
+          }
+          if (mode == Mode::kScaled) {
+            for (int k = 0; k < n; ++k) a[k] = param * coef[k];
+            std::fill(slow, slow + n, false);
+          } else {
+            any_slow = ClipCoefficients(coef, blk.norm, n, param, a, slow);
           }
           if constexpr (!kSparse) {
             if (blk.contiguous && !any_slow) {
@@ -577,6 +679,15 @@ struct Objective::Kernels {
                 for (int k = 0; k < n; ++k) acc += a[k] * col[k];
                 op[j] = acc;
               }
+              return;
+            }
+          }
+          if constexpr (kSparse) {
+            if (!any_slow) {
+              // The common case, in a loop without the slow path's call
+              // (with it, GCC kept the CSR pointers on the stack and
+              // reloaded them for every nonzero).
+              ScatterSparseRows(csr, blk.row, a, n, op);
               return;
             }
           }

@@ -329,6 +329,68 @@ TEST_P(KernelTest, OneChunkEqualsPerExampleLoop) {
   }
 }
 
+// Typical rows: every norm in the direct-clipping range (no empty, huge or
+// tiny row), so every row takes the branch-free path.
+Dataset RegularData(const ModelConfig& config, int64_t n, int64_t d,
+                    bool sparse, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<double> normal;
+  std::uniform_real_distribution<double> unif;
+  Eigen::MatrixXd x = Eigen::MatrixXd::Zero(n, d);
+  Eigen::VectorXd y(n);
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = RandomLabel(config, gen);
+    const double scale = std::pow(10.0, static_cast<int>(i % 5) - 2);
+    for (int64_t j = 0; j < d; ++j) {
+      if (sparse && j != i % d && unif(gen) > 0.35) continue;
+      x(i, j) =
+          scale * (j == i % d ? 1.0 + std::abs(normal(gen)) : normal(gen));
+    }
+  }
+  if (sparse) {
+    SparseRows s = x.sparseView();
+    return Dataset::Sparse(std::move(s), std::move(y),
+                           RequiredLabelKind(config.loss), config.num_classes);
+  }
+  return Dataset::Dense(std::move(x), std::move(y),
+                        RequiredLabelKind(config.loss), config.num_classes);
+}
+
+// On typical rows the branch-free clipping is the per-example loop, bit for
+// bit, at iterates where some rows are clipped and others not, for both
+// overloads.
+TEST_P(KernelTest, TypicalRowsEqualPerExampleLoop) {
+  const KernelCase k = GetParam();
+  const ModelConfig config = Config(k.loss);
+  const int64_t n = 300, d = 12;
+  ASSERT_OK_AND_ASSIGN(auto obj, Objective::Create(config, d));
+  const Dataset data = RegularData(config, n, d, k.sparse, 21);
+  ASSERT_OK(obj->CheckDataset(data));
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_GT(data.row_norms_l1()[i], 0);
+    ASSERT_LT(data.row_norms_l1()[i], 1e6);
+  }
+  std::vector<int64_t> rows(n);
+  std::iota(rows.begin(), rows.end(), int64_t{0});
+  for (double scale_w : {0.0, 1.0, 1e3}) {
+    const Eigen::VectorXd w = scale_w * RandomW(obj->parameter_size(), 22);
+    for (double clip : {1e-3, 0.05, 0.5, 1e6}) {
+      Eigen::VectorXd want = Eigen::VectorXd::Zero(obj->parameter_size());
+      ReferenceClipped(*obj, data, rows, 0, rows.size(), w, k.norm, clip, want);
+      Eigen::VectorXd listed = Eigen::VectorXd::Zero(obj->parameter_size());
+      obj->AddClippedGradientSum(data, rows, w, k.norm, clip, listed);
+      EXPECT_TRUE(BitwiseEqual(listed, want))
+          << "w scale " << scale_w << " clip " << clip;
+      if (ChunkRows(n, d, obj->parameter_size()).chunks() == 1) {
+        Eigen::VectorXd all = Eigen::VectorXd::Zero(obj->parameter_size());
+        obj->AddClippedGradientSum(data, w, k.norm, clip, all);
+        EXPECT_TRUE(BitwiseEqual(all, want))
+            << "w scale " << scale_w << " clip " << clip;
+      }
+    }
+  }
+}
+
 // The full-batch overload (DP-GD) is the listed-rows sum over 0..n-1, bit
 // for bit, over several chunks and for any thread count.
 TEST_P(KernelTest, AllRowsOverloadEqualsListedRows) {
