@@ -156,14 +156,16 @@ int DatasetImport(const ParsedArgs& a, const Globals& g) {
   bool ok = writer->Write(req);
   constexpr size_t kChunk = 1 << 20;
   const bool tty = isatty(STDERR_FILENO) && !g.json;
-  std::string buf(kChunk, '\0');
+  // Read straight into the message's buffer (reused: no copy per chunk).
+  pb::ImportDatasetRequest chunk;
+  std::string* buf = chunk.mutable_chunk();
   std::streamoff sent = 0;
   while (ok && in) {
-    in.read(buf.data(), static_cast<std::streamsize>(kChunk));
+    buf->resize(kChunk);
+    in.read(buf->data(), static_cast<std::streamsize>(kChunk));
     const std::streamsize got = in.gcount();
     if (got <= 0) break;
-    pb::ImportDatasetRequest chunk;
-    chunk.set_chunk(buf.data(), static_cast<size_t>(got));
+    buf->resize(static_cast<size_t>(got));
     ok = writer->Write(chunk);
     sent += got;
     if (tty && total > 0) {
