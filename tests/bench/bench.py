@@ -464,7 +464,12 @@ def write_report(r, out, gb_context):
 
     commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
+    # The files this run writes (docs/performance.* by default) do not count.
+    written = [f":(exclude){os.path.relpath(os.path.join(out, name), REPO)}"
+               for name in ("performance.md", "performance.json", "performance-steps.png")
+               if not os.path.relpath(os.path.join(out, name), REPO).startswith("..")]
+    dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no",
+                            "--", ".", *written],
                            capture_output=True, text=True).stdout.strip()
     m0, m1 = r["machine_before"], r["machine_after"]
     gb = r["gbench"]
