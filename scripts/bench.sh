@@ -28,6 +28,9 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
+# The machine's load before this script runs anything (bench.py reports it;
+# later load averages count the benchmark itself).
+export DPOPT_BENCH_LOADAVG="$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo nan)"
 if [[ $smoke -eq 1 ]]; then
   build="${build:-$repo/build}"
   out="${out:-$(mktemp -d)}"

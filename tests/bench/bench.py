@@ -299,6 +299,26 @@ def machine():
             "load": load}
 
 
+def busy_cpu_seconds():
+    """CPU seconds all processes on the machine spent busy so far (/proc/stat:
+    user, nice, system, irq, softirq), or None."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    return sum(int(fields[i]) for i in (1, 2, 3, 6, 7)) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_seconds():
+    """CPU seconds of this process and its waited-for children (the server,
+    the CLIs, the PyTorch peer)."""
+    import resource
+    return sum(getattr(resource.getrusage(who), field)
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for field in ("ru_utime", "ru_stime"))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build-dir", required=True)
@@ -325,6 +345,14 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     a9a = os.path.join(REPO, "data", "adult", "a9a")
     results = {"smoke": smoke, "machine_before": machine()}
+    # Contention: CPU used by processes other than this run's while it ran
+    # (the load average counts the benchmark itself), and the load average
+    # bench.sh saw before it started anything.
+    window0 = (time.perf_counter(), busy_cpu_seconds(), own_cpu_seconds())
+    try:
+        results["load_before_script"] = float(os.environ["DPOPT_BENCH_LOADAVG"])
+    except (KeyError, ValueError):
+        pass
 
     npy = os.path.join(data_dir, f"dense{big}.npy")
     log(f"generating {big} x 100 dense rows")
@@ -441,6 +469,11 @@ def main():
     gb, gb_context = gbench_figures(args.gbench_json) or ({}, {})
     results["gbench"] = gb
     results["machine_after"] = machine()
+    t1, busy1, own1 = time.perf_counter(), busy_cpu_seconds(), own_cpu_seconds()
+    if busy1 is not None and window0[1] is not None:
+        results["other_cpu"] = {
+            "seconds": max(0.0, (busy1 - window0[1]) - (own1 - window0[2])),
+            "wall_seconds": t1 - window0[0]}
     with open(os.path.join(args.out, "performance.json"), "w") as f:
         json.dump(results, f, indent=1, default=str)
     write_report(results, args.out, gb_context)
@@ -563,7 +596,18 @@ def write_report(r, out, gb_context):
         ips = v.get("items_per_second")
         micro_rows.append(f"| `{name}` | {v['label']} | {fmt_time(v['seconds'])} | "
                           + (f"{ips / 1e6:.2f} M/s" if ips else "") + " |")
-    contention = max(m0["load"][0], m1["load"][0]) > 0.5 * (m0["cores"] or 1)
+    cores = m0["cores"] or 1
+    other = r.get("other_cpu")
+    other_share = (other["seconds"] / (other["wall_seconds"] * cores)
+                   if other and other["wall_seconds"] > 0 else None)
+    load_before = r.get("load_before_script", m0["load"][0])
+    contention = (load_before > 0.5 * cores or
+                  (other_share is not None and other_share > 0.1))
+    load_text = (f"Load average (1 min) when `bench.sh` started: {load_before:.1f}"
+                 + (f"; other processes used {other['seconds']:.1f} CPU seconds during the "
+                    f"{other['wall_seconds']:.0f} s of end-to-end runs "
+                    f"({100 * other_share:.0f}% of the cores)" if other_share is not None else "")
+                 + ".")
     size_rows = "\n".join(
         f"| {n:,} | {fmt_time(r['dense'][str(n)]['step_seconds'])} | "
         f"{fmt_time(r['peer_dense'][str(n)]['step_seconds'])} | "
@@ -600,7 +644,7 @@ the raw figures are in `performance.json`. Issue 10 states the targets.
 
 - Commit `{commit}`{' (with uncommitted changes)' if dirty else ''}, {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}
 - Machine: {m0['cpu']}, {m0['cores']} cores, Linux {m0['kernel']}; Release build
-- Load average (1 min) before / after: {m0['load'][0]:.1f} / {m1['load'][0]:.1f}.
+- {load_text}
   {'**Measured under contention**: other processes shared the cores during the run, so absolute times are pessimistic for both sides; ratios measured in the same run are the figures to read.' if contention else 'The machine was quiet during the run.'}
 - PyTorch peer: `tests/bench/torch_peer.py` (torch {r['peer_dp_a9a']['torch']}, float32),
   Opacus's computation written out (Poisson sampling by one uniform per row, per-sample
