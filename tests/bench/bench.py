@@ -633,10 +633,19 @@ def write_report(r, out, gb_context):
             f"done about {', '.join(f'{x:.1f}' for x in imp.get('checkpoint_seconds', []))} s "
             f"after each import returned. This disk writes {disk:.0f} MiB/s "
             f"sequentially with one fdatasync (a {r.get('disk_probe_mb', 512)} MiB probe), "
-            f"so writing the values once takes {imp['values_mb'] / disk:.1f} s. "
-            f"What remains on the path is CPU: SQLite writes the WAL a 4 KiB page "
-            f"at a time (two pwrite calls per page) and the parser converts "
-            f"{imp['rows'] * 101:,} decimals.")
+            f"so writing the values once takes {imp['values_mb'] / disk:.1f} s. ")
+        disk_floor = imp["values_mb"] / disk
+        floor = max(cpu_floor, disk_floor)
+        if imp["seconds"] <= 1.15 * floor:
+            import_text += (
+                f"The import is thus at this machine's floor, set by its "
+                f"{'disk' if disk_floor >= cpu_floor else 'CPU'} ({imp['seconds']:.2f} s "
+                f"against {floor:.1f} s; the probe only estimates what the disk sustains).")
+        else:
+            import_text += (
+                f"Above both floors, what remains on the path is CPU that does not "
+                f"overlap: SQLite writes the WAL a 4 KiB page at a time (two pwrite calls "
+                f"per page) and the parser converts {imp['rows'] * 101:,} decimals.")
     text = f"""# Performance
 
 Written by `scripts/bench.sh`{' (SMOKE MODE: tiny runs, numbers meaningless)' if r['smoke'] else ''};
