@@ -86,8 +86,14 @@ double RandomLabel(const ModelConfig& config, std::mt19937& gen) {
 // the direct clipping range (entries near 1e300 and 1e-300: the per-example
 // overflow-free path; only if `extreme`, since unclipped sums of such rows
 // overflow). `sparse`: CSR with about a third of the entries present.
+// Which unusual rows EdgeCaseData mixes in: empty, huge (norm above 2^400)
+// and tiny (below 2^-500) ones; only empty ones; none (kTypical: every row
+// also has a nonzero entry, so every norm is in the direct-clipping range).
+enum class Rows { kEdgeCases, kEmptyOnly, kTypical };
+
 Dataset EdgeCaseData(const ModelConfig& config, int64_t n, int64_t d,
-                     bool sparse, uint32_t seed, bool extreme = true) {
+                     bool sparse, uint32_t seed, Rows rows = Rows::kEdgeCases) {
+  const bool typical = rows == Rows::kTypical;
   std::mt19937 gen(seed);
   std::normal_distribution<double> normal;
   std::uniform_real_distribution<double> unif;
@@ -96,7 +102,10 @@ Dataset EdgeCaseData(const ModelConfig& config, int64_t n, int64_t d,
   for (int64_t i = 0; i < n; ++i) {
     y[i] = RandomLabel(config, gen);
     const double scale = std::pow(10.0, static_cast<int>(i % 5) - 2);
-    switch (extreme ? i % 23 : i % 23 == 5 ? 5 : 0) {
+    const int kind = rows == Rows::kEdgeCases   ? i % 23
+                     : rows == Rows::kEmptyOnly ? (i % 23 == 5 ? 5 : 0)
+                                                : 0;
+    switch (kind) {
       case 5:  // empty row
         continue;
       case 11:  // huge entries: norm above 2^400
@@ -111,8 +120,9 @@ Dataset EdgeCaseData(const ModelConfig& config, int64_t n, int64_t d,
         break;
     }
     for (int64_t j = 0; j < d; ++j) {
-      if (sparse && unif(gen) > 0.35) continue;
-      x(i, j) = scale * normal(gen);
+      const bool forced = typical && j == i % d;  // a nonzero in every row
+      if (sparse && !forced && unif(gen) > 0.35) continue;
+      x(i, j) = scale * (forced ? 1.0 + std::abs(normal(gen)) : normal(gen));
     }
   }
   if (sparse) {
@@ -329,33 +339,6 @@ TEST_P(KernelTest, OneChunkEqualsPerExampleLoop) {
   }
 }
 
-// Typical rows: every norm in the direct-clipping range (no empty, huge or
-// tiny row), so every row takes the branch-free path.
-Dataset RegularData(const ModelConfig& config, int64_t n, int64_t d,
-                    bool sparse, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<double> normal;
-  std::uniform_real_distribution<double> unif;
-  Eigen::MatrixXd x = Eigen::MatrixXd::Zero(n, d);
-  Eigen::VectorXd y(n);
-  for (int64_t i = 0; i < n; ++i) {
-    y[i] = RandomLabel(config, gen);
-    const double scale = std::pow(10.0, static_cast<int>(i % 5) - 2);
-    for (int64_t j = 0; j < d; ++j) {
-      if (sparse && j != i % d && unif(gen) > 0.35) continue;
-      x(i, j) =
-          scale * (j == i % d ? 1.0 + std::abs(normal(gen)) : normal(gen));
-    }
-  }
-  if (sparse) {
-    SparseRows s = x.sparseView();
-    return Dataset::Sparse(std::move(s), std::move(y),
-                           RequiredLabelKind(config.loss), config.num_classes);
-  }
-  return Dataset::Dense(std::move(x), std::move(y),
-                        RequiredLabelKind(config.loss), config.num_classes);
-}
-
 // On typical rows the branch-free clipping is the per-example loop, bit for
 // bit, at iterates where some rows are clipped and others not, for both
 // overloads.
@@ -364,7 +347,7 @@ TEST_P(KernelTest, TypicalRowsEqualPerExampleLoop) {
   const ModelConfig config = Config(k.loss);
   const int64_t n = 300, d = 12;
   ASSERT_OK_AND_ASSIGN(auto obj, Objective::Create(config, d));
-  const Dataset data = RegularData(config, n, d, k.sparse, 21);
+  const Dataset data = EdgeCaseData(config, n, d, k.sparse, 21, Rows::kTypical);
   ASSERT_OK(obj->CheckDataset(data));
   for (int64_t i = 0; i < n; ++i) {
     ASSERT_GT(data.row_norms_l1()[i], 0);
@@ -464,7 +447,8 @@ TEST_P(FullDataTest, SumsAreDeterministic) {
   for (int64_t n : {int64_t{300}, int64_t{1500}}) {
     ASSERT_OK_AND_ASSIGN(auto obj, Objective::Create(config, d));
     const int64_t p = obj->parameter_size();
-    const Dataset data = EdgeCaseData(config, n, d, k.sparse, 7, false);
+    const Dataset data =
+        EdgeCaseData(config, n, d, k.sparse, 7, Rows::kEmptyOnly);
     const Chunking chunking = ChunkRows(n, d, p);
     const Eigen::VectorXd w = 0.3 * RandomW(p, 8);
     const double scale = 1.0 / 3.0;
@@ -675,7 +659,8 @@ TEST(OracleThreadsTest, FullBatchReleasesIndependentOfThreads) {
     const ModelConfig config = Config(LossKind::kLogistic);
     const int64_t n = 2000, d = 150;
     ASSERT_OK_AND_ASSIGN(auto obj, Objective::Create(config, d));
-    const Dataset data = EdgeCaseData(config, n, d, sparse, 21, false);
+    const Dataset data =
+        EdgeCaseData(config, n, d, sparse, 21, Rows::kEmptyOnly);
     ASSERT_GT(ChunkRows(n, d, d).chunks(), 2);
     const Eigen::VectorXd w = 0.2 * RandomW(d, 22);
     const GaussianGradientQuery query{1.0, 0.5, 1.0};
