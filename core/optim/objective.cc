@@ -10,85 +10,21 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
+#include "core/optim/clip_select.h"
 #include "core/optim/parallel.h"
-
-#if defined(__SSE2__)
-#include <emmintrin.h>  // the branch-free clipping (ClippedCoefficient)
-#endif
 
 namespace dpopt::optim {
 namespace {
 
 constexpr int64_t kMaxDimension = 10'000'000;
 
+using internal::kHighNorm;
+using internal::kLowNorm;
+using internal::LogisticDerivative;  // branch-free (clip_select.h)
+
 // log(1 + exp(-m)), stable for large |m|.
 double LogisticLoss(double m) {
   return m > 0 ? std::log1p(std::exp(-m)) : -m + std::log1p(std::exp(m));
-}
-// d/dm log(1 + exp(-m)) = -1 / (1 + exp(m)): -e / (1 + e) with
-// e = exp(-m) for m > 0, else -1 / (1 + e) with e = exp(m); in both cases
-// e = exp(-|m|), so one exp and a selection without a branch (the sign of
-// the margin is data-dependent: as a branch its mispredictions cost time
-// that depended on the rows' values).
-inline double LogisticDerivative(double m) {
-  const double e = std::exp(-std::abs(m));
-#if defined(__SSE2__)
-  const __m128d positive = _mm_cmpgt_sd(_mm_set_sd(m), _mm_setzero_pd());
-  const double numerator =
-      _mm_cvtsd_f64(_mm_or_pd(_mm_and_pd(positive, _mm_set_sd(-e)),
-                              _mm_andnot_pd(positive, _mm_set_sd(-1.0))));
-#else
-  const double numerator = m > 0 ? -e : -1.0;
-#endif
-  return numerator / (1.0 + e);
-}
-
-// Rows whose norm is in [kLowNorm, kHighNorm] are clipped directly; the
-// others through Dataset::RowScale (no overflow or underflow).
-constexpr double kLowNorm = 0x1.0p-500;
-constexpr double kHighNorm = 0x1.0p400;
-
-// The coefficient of a row's clipped gradient, from its unclipped
-// coefficient c and its norm r: 0 if c == 0, c if |c| r <= param, else
-// +-(param / r) with the sign of c; bit for bit the per-example rule
-// (AddClippedExampleGradient) for finite c and r in [kLowNorm, kHighNorm].
-// *in_range tells whether r is (for other r the result is 0 and the caller
-// clips the row another way). No branches: whether a row is clipped depends
-// on its values and, at a real iterate, is close to a coin flip per row; as
-// a branch its mispredictions made a DP-GD step on a9a 10-15% slower than a
-// GD step (docs/performance.md), and the step's time depend on the rows'
-// values. With SSE2 the selections are masks in the vector registers
-// (GCC compiles a ternary on doubles here into a jump, whatever is written).
-// For finite c != 0, c / |c| is exactly +-1, so param * (c / |c|) / r is
-// +-(param / r) bit for bit (IEEE rounding is symmetric): one division.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline double ClippedCoefficient(double c,
-                                                              double r,
-                                                              double param,
-                                                              bool* in_range) {
-#if defined(__SSE2__)
-  const __m128d vc = _mm_set_sd(c);
-  const __m128d vr = _mm_set_sd(r);
-  const __m128d sign = _mm_set_sd(-0.0);
-  const __m128d c_norm = _mm_andnot_pd(sign, vc);
-  // +-(param / r): the quotient's magnitude with c's sign bit.
-  const __m128d clipped =
-      _mm_or_pd(_mm_div_sd(_mm_set_sd(param), vr), _mm_and_pd(sign, vc));
-  const __m128d keep = _mm_cmple_sd(_mm_mul_sd(c_norm, vr), _mm_set_sd(param));
-  __m128d v = _mm_or_pd(_mm_and_pd(keep, vc), _mm_andnot_pd(keep, clipped));
-  // c == 0 (either sign): +0.
-  v = _mm_andnot_pd(_mm_cmpeq_sd(c_norm, _mm_setzero_pd()), v);
-  const __m128d ok = _mm_and_pd(_mm_cmpge_sd(vr, _mm_set_sd(kLowNorm)),
-                                _mm_cmple_sd(vr, _mm_set_sd(kHighNorm)));
-  *in_range = (_mm_movemask_pd(ok) & 1) != 0;
-  return _mm_cvtsd_f64(_mm_and_pd(ok, v));
-#else
-  const double c_norm = std::abs(c);
-  const double v = c_norm == 0           ? 0.0
-                   : c_norm * r <= param ? c
-                                         : std::copysign(param / r, c);
-  *in_range = r >= kLowNorm && r <= kHighNorm;
-  return *in_range ? v : 0.0;
-#endif
 }
 
 // The losses with one score (every loss but softmax): from the score
@@ -579,52 +515,6 @@ struct Objective::Kernels {
     }
   }
 
-  // a[k] = ClippedCoefficient(c[k], norm[k], param), slow[k] = whether
-  // norm[k] is out of range; returns whether any is. Two rows at a time.
-  static bool ClipCoefficients(const double* c, const double* norm, int n,
-                               double param, double* a, bool* slow) {
-    int k = 0;
-    int bad = 0;  // bit 0/1: out of range, bit 2/3: non-finite c
-#if defined(__SSE2__)
-    const __m128d sign = _mm_set1_pd(-0.0);
-    const __m128d vparam = _mm_set1_pd(param);
-    const __m128d lo = _mm_set1_pd(kLowNorm);
-    const __m128d hi = _mm_set1_pd(kHighNorm);
-    const __m128d max = _mm_set1_pd(std::numeric_limits<double>::max());
-    for (; k + 2 <= n; k += 2) {
-      const __m128d vc = _mm_loadu_pd(c + k);
-      const __m128d vr = _mm_loadu_pd(norm + k);
-      const __m128d c_norm = _mm_andnot_pd(sign, vc);
-      const __m128d clipped =
-          _mm_or_pd(_mm_div_pd(vparam, vr), _mm_and_pd(sign, vc));
-      const __m128d keep = _mm_cmple_pd(_mm_mul_pd(c_norm, vr), vparam);
-      __m128d v = _mm_or_pd(_mm_and_pd(keep, vc), _mm_andnot_pd(keep, clipped));
-      v = _mm_andnot_pd(_mm_cmpeq_pd(c_norm, _mm_setzero_pd()), v);
-      const __m128d ok = _mm_and_pd(_mm_cmpge_pd(vr, lo), _mm_cmple_pd(vr, hi));
-      _mm_storeu_pd(a + k, _mm_and_pd(ok, v));
-      const int out = _mm_movemask_pd(ok) ^ 3;
-      slow[k] = (out & 1) != 0;
-      slow[k + 1] = (out & 2) != 0;
-      bad |= out | (_mm_movemask_pd(_mm_cmple_pd(c_norm, max)) ^ 3) << 2;
-    }
-#endif
-    for (; k < n; ++k) {
-      bool in_range;
-      a[k] = ClippedCoefficient(c[k], norm[k], param, &in_range);
-      slow[k] = !in_range;
-      bad |= (in_range ? 0 : 1) | (std::isfinite(c[k]) ? 0 : 4);
-    }
-    if ((bad & 12) != 0) {
-      // A non-finite coefficient (never for finite data and iterates).
-      for (int j = 0; j < n; ++j) {
-        if (!std::isfinite(c[j]) && !slow[j]) {
-          a[j] = param * (c[j] / std::abs(c[j])) / norm[j];
-        }
-      }
-    }
-    return (bad & 3) != 0;
-  }
-
   // out += a[k] x_rows[k] for k = 0..n-1 in order (sparse rows).
   static void ScatterSparseRows(const Csr& csr, const int64_t* rows,
                                 const double* a, int n, double* out) {
@@ -668,7 +558,11 @@ struct Objective::Kernels {
             for (int k = 0; k < n; ++k) a[k] = param * coef[k];
             std::fill(slow, slow + n, false);
           } else {
-            any_slow = ClipCoefficients(coef, blk.norm, n, param, a, slow);
+            // As AddClippedExampleGradient with one output, without
+            // branches on values (clip_select.h). Rows with a norm out of
+            // range (empty, huge, tiny) take the slow path below.
+            any_slow =
+                internal::ClipCoefficients(coef, blk.norm, n, param, a, slow);
           }
           if constexpr (!kSparse) {
             if (blk.contiguous && !any_slow) {
