@@ -53,6 +53,10 @@ void Checkpointer::OnCommit(int64_t wal_frames) {
 
 void Checkpointer::Request() {
   absl::MutexLock lock(&mu_);
+  RequestLocked();
+}
+
+void Checkpointer::RequestLocked() {
   if (!requested_) requested_at_ = absl::Now();
   requested_ = true;
 }
@@ -90,10 +94,18 @@ void Checkpointer::Loop() {
                (requested_ && (pauses_ == 0 || absl::Now() - requested_at_ >=
                                                    options_.max_pause));
       };
-      // Re-evaluated when the mutex is released, and at least every 100 ms
-      // for the pause's time limit.
-      while (!mu_.AwaitWithTimeout(absl::Condition(&due),
-                                   absl::Milliseconds(100))) {
+      // Conditions are re-evaluated when the mutex is released; a paused
+      // request also wakes the thread when it reaches max_pause (no timer
+      // otherwise: an idle server does not wake this thread).
+      while (!due()) {
+        const bool was_requested = requested_;
+        const absl::Time deadline = requested_
+                                        ? requested_at_ + options_.max_pause
+                                        : absl::InfiniteFuture();
+        auto changed = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+          return due() || requested_ != was_requested;
+        };
+        mu_.AwaitWithDeadline(absl::Condition(&changed), deadline);
       }
       if (stop_) return;
       requested_ = false;
@@ -108,8 +120,7 @@ void Checkpointer::Loop() {
     }
     if (r->wal_frames < 0) {
       // Another checkpoint holds the lock: retry shortly (or at stop).
-      if (!requested_) requested_at_ = absl::Now();
-      requested_ = true;
+      RequestLocked();
       auto stopping = [this]()
                           ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_; };
       mu_.AwaitWithTimeout(absl::Condition(&stopping), options_.busy_retry);

@@ -109,6 +109,8 @@ class Checkpointer {
  private:
   Checkpointer(const Options& options, std::unique_ptr<Connection> conn);
   void Loop();
+  // Request() with mu_ held; a new request starts its max_pause clock.
+  void RequestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   std::unique_ptr<Connection> conn_;  // the thread's only

@@ -73,26 +73,39 @@ inline double ClippedCoefficientPortable(double c, double r, double param,
   return *in_range ? v : 0.0;
 }
 
+#if defined(__SSE2__)
+// The rule above on both lanes: returns the coefficients, *ok the lanes
+// whose norm is in range (all-ones masks).
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline __m128d ClippedCoefficients2(__m128d vc,
+                                                                 __m128d vr,
+                                                                 __m128d vparam,
+                                                                 __m128d* ok) {
+  const __m128d sign = _mm_set1_pd(-0.0);
+  const __m128d c_norm = _mm_andnot_pd(sign, vc);
+  // +-(param / r): the quotient's magnitude with c's sign bit.
+  const __m128d clipped =
+      _mm_or_pd(_mm_div_pd(vparam, vr), _mm_and_pd(sign, vc));
+  const __m128d keep = _mm_cmple_pd(_mm_mul_pd(c_norm, vr), vparam);
+  __m128d v = _mm_or_pd(_mm_and_pd(keep, vc), _mm_andnot_pd(keep, clipped));
+  // c == 0 (either sign): +0.
+  v = _mm_andnot_pd(_mm_cmpeq_pd(c_norm, _mm_setzero_pd()), v);
+  *ok = _mm_and_pd(_mm_cmpge_pd(vr, _mm_set1_pd(kLowNorm)),
+                   _mm_cmple_pd(vr, _mm_set1_pd(kHighNorm)));
+  return _mm_and_pd(*ok, v);
+}
+#endif
+
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline double ClippedCoefficient(double c,
                                                               double r,
                                                               double param,
                                                               bool* in_range) {
 #if defined(__SSE2__)
-  const __m128d vc = _mm_set_sd(c);
-  const __m128d vr = _mm_set_sd(r);
-  const __m128d sign = _mm_set_sd(-0.0);
-  const __m128d c_norm = _mm_andnot_pd(sign, vc);
-  // +-(param / r): the quotient's magnitude with c's sign bit.
-  const __m128d clipped =
-      _mm_or_pd(_mm_div_sd(_mm_set_sd(param), vr), _mm_and_pd(sign, vc));
-  const __m128d keep = _mm_cmple_sd(_mm_mul_sd(c_norm, vr), _mm_set_sd(param));
-  __m128d v = _mm_or_pd(_mm_and_pd(keep, vc), _mm_andnot_pd(keep, clipped));
-  // c == 0 (either sign): +0.
-  v = _mm_andnot_pd(_mm_cmpeq_sd(c_norm, _mm_setzero_pd()), v);
-  const __m128d ok = _mm_and_pd(_mm_cmpge_sd(vr, _mm_set_sd(kLowNorm)),
-                                _mm_cmple_sd(vr, _mm_set_sd(kHighNorm)));
+  // The upper lane (0 / 0) is ignored.
+  __m128d ok;
+  const __m128d v = ClippedCoefficients2(_mm_set_sd(c), _mm_set_sd(r),
+                                         _mm_set_sd(param), &ok);
   *in_range = (_mm_movemask_pd(ok) & 1) != 0;
-  return _mm_cvtsd_f64(_mm_and_pd(ok, v));
+  return _mm_cvtsd_f64(v);
 #else
   return ClippedCoefficientPortable(c, r, param, in_range);
 #endif
@@ -109,25 +122,17 @@ bool ClipCoefficientsImpl(const double* c, const double* norm, int n,
   int bad = 0;  // bit 0/1: norm out of range, bit 2/3: non-finite c
 #if defined(__SSE2__)
   if constexpr (kSimd) {
-    const __m128d sign = _mm_set1_pd(-0.0);
     const __m128d vparam = _mm_set1_pd(param);
-    const __m128d lo = _mm_set1_pd(kLowNorm);
-    const __m128d hi = _mm_set1_pd(kHighNorm);
     const __m128d max = _mm_set1_pd(std::numeric_limits<double>::max());
     for (; k + 2 <= n; k += 2) {
       const __m128d vc = _mm_loadu_pd(c + k);
-      const __m128d vr = _mm_loadu_pd(norm + k);
-      const __m128d c_norm = _mm_andnot_pd(sign, vc);
-      const __m128d clipped =
-          _mm_or_pd(_mm_div_pd(vparam, vr), _mm_and_pd(sign, vc));
-      const __m128d keep = _mm_cmple_pd(_mm_mul_pd(c_norm, vr), vparam);
-      __m128d v = _mm_or_pd(_mm_and_pd(keep, vc), _mm_andnot_pd(keep, clipped));
-      v = _mm_andnot_pd(_mm_cmpeq_pd(c_norm, _mm_setzero_pd()), v);
-      const __m128d ok = _mm_and_pd(_mm_cmpge_pd(vr, lo), _mm_cmple_pd(vr, hi));
-      _mm_storeu_pd(a + k, _mm_and_pd(ok, v));
+      __m128d ok;
+      _mm_storeu_pd(
+          a + k, ClippedCoefficients2(vc, _mm_loadu_pd(norm + k), vparam, &ok));
       const int out = _mm_movemask_pd(ok) ^ 3;
       slow[k] = (out & 1) != 0;
       slow[k + 1] = (out & 2) != 0;
+      const __m128d c_norm = _mm_andnot_pd(_mm_set1_pd(-0.0), vc);
       bad |= out | (_mm_movemask_pd(_mm_cmple_pd(c_norm, max)) ^ 3) << 2;
     }
   }

@@ -556,7 +556,6 @@ struct Objective::Kernels {
           }
           if (mode == Mode::kScaled) {
             for (int k = 0; k < n; ++k) a[k] = param * coef[k];
-            std::fill(slow, slow + n, false);
           } else {
             // As AddClippedExampleGradient with one output, without
             // branches on values (clip_select.h). Rows with a norm out of
@@ -587,7 +586,7 @@ struct Objective::Kernels {
           }
           for (int k = 0; k < n; ++k) {
             const int64_t i = blk.row[k];
-            if (slow[k]) {
+            if (any_slow && slow[k]) {  // slow[] is set only when clipping
               double c_buf[1];
               Eigen::Map<Eigen::VectorXd> c(c_buf, 1);
               obj.AddClippedExampleGradient(

@@ -504,7 +504,7 @@ def write_report(r, out, gb_context):
     dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no",
                             "--", ".", *written],
                            capture_output=True, text=True).stdout.strip()
-    m0, m1 = r["machine_before"], r["machine_after"]
+    m0 = r["machine_before"]
     gb = r["gbench"]
 
     def g(name, key="seconds"):

@@ -375,13 +375,7 @@ Eigen::VectorXd BenchIterate(const Dataset& data,
   Eigen::VectorXd w = Eigen::VectorXd::Constant(p, 0.01);
   if (kind == 0) return w;
   w.setZero();
-  Eigen::VectorXd g(p);
-  for (int t = 0; t < 100; ++t) {
-    g.setZero();
-    objective.AddGradientSum(data, w, 1.0 / static_cast<double>(data.rows()),
-                             g);
-    w -= 0.5 * g;
-  }
+  for (int t = 0; t < 100; ++t) w -= 0.5 * objective.SmoothGradient(data, w);
   return w;
 }
 

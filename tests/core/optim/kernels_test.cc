@@ -81,15 +81,16 @@ double RandomLabel(const ModelConfig& config, std::mt19937& gen) {
   return 0;
 }
 
-// Rows with the edge cases of the kernels: random rows of varied scale (the
-// clip binds on some, not on others), empty / zero rows, rows far beyond
-// the direct clipping range (entries near 1e300 and 1e-300: the per-example
-// overflow-free path; only if `extreme`, since unclipped sums of such rows
-// overflow). `sparse`: CSR with about a third of the entries present.
 // Which unusual rows EdgeCaseData mixes in: empty, huge (norm above 2^400)
-// and tiny (below 2^-500) ones; only empty ones; none (kTypical: every row
-// also has a nonzero entry, so every norm is in the direct-clipping range).
+// and tiny (below 2^-500) ones; only empty ones (unclipped sums of huge rows
+// overflow); none (kTypical: every row also has a nonzero entry, so every
+// norm is in the direct-clipping range).
 enum class Rows { kEdgeCases, kEmptyOnly, kTypical };
+
+// Random rows of varied scale (the clip binds on some, not on others) with
+// the unusual rows `rows` asks for (huge and tiny ones take the per-example
+// overflow-free path). `sparse`: CSR with about a third of the entries
+// present.
 
 Dataset EdgeCaseData(const ModelConfig& config, int64_t n, int64_t d,
                      bool sparse, uint32_t seed, Rows rows = Rows::kEdgeCases) {
