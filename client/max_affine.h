@@ -1,6 +1,6 @@
-// `dpopt dataset import|show` for seed 001's max-affine problems (public
+// `dpopt dataset import|show` for piecewise-affine family's max-affine problems (public
 // slopes, private offsets, a polytope P and b_max; spec
-// seed-001-piecewise-affine.md §1).
+// piecewise-affine-piecewise-affine.md §1).
 #ifndef DPOPT_CLIENT_MAX_AFFINE_H_
 #define DPOPT_CLIENT_MAX_AFFINE_H_
 

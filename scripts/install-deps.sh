@@ -20,16 +20,16 @@ packages=(
   libfast-float-dev
   # the web console's HTTP(S) listener (server/console)
   libcpp-httplib-dev
-  # dp_dda's MPI execution (seed 004): Open MPI's headers and library for
+  # dp_dda's MPI execution (distributed-DDA family): Open MPI's headers and library for
   # dpopt-dda-worker, and mpirun for the server and the tests (optional at
   # build time: without it the worker and its tests are skipped)
   libopenmpi-dev openmpi-bin
   # sanitizer and fuzzing stage (scripts/sanitize.sh): clang, libFuzzer,
   # ASan/UBSan runtimes; openssl makes the test certificates
   clang libclang-rt-14-dev openssl
-  # seed 001: GLPK (LP solver) and GMP (exact vector Laplace noise)
+  # piecewise-affine family: GLPK (LP solver) and GMP (exact vector Laplace noise)
   libglpk-dev libgmp-dev
-  # tests, interop clients and plots; scipy: the seed-004 reproduction's
+  # tests, interop clients and plots; scipy: the distributed-DDA reproduction's
   # reference optimum of the l1-SVM (HiGHS linear program)
   python3 python3-grpcio python3-protobuf python3-numpy python3-matplotlib
   python3-scipy

@@ -37,7 +37,7 @@ if [[ $tests -eq 1 ]]; then
   # By default the five long numerical suites (minutes each under ASan; the
   # same kernels run under the sanitizers in the other tests) are left to
   # the full run: DPOPT_SANITIZE_EXCLUDE= scripts/sanitize.sh
-  exclude="${DPOPT_SANITIZE_EXCLUDE-^(optim_seed000_test|optim_seed002_properties_test|optim_seed003_test|optim_seed004_test|optim_a9a_test)\$}"
+  exclude="${DPOPT_SANITIZE_EXCLUDE-^(optim_bilevel_test|optim_accelerated_properties_test|optim_line_search_test|optim_distributed_dda_test|optim_a9a_test)\$}"
   ctest --test-dir "$build" --output-on-failure -j"${JOBS:-2}" ${exclude:+-E "$exclude"}
 fi
 if [[ $fuzz -eq 1 ]]; then

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
 #include "server/proto_util.h"
-#include "server/seed001_translation.h"
+#include "server/translation/piecewise_affine.h"
 
 namespace dpopt::server {
 namespace {
@@ -83,7 +83,7 @@ absl::StatusOr<storage::ImportOptions> ToImportOptions(
   }
   o.description = h.description();
   o.feature_names.assign(h.feature_names().begin(), h.feature_names().end());
-  RETURN_IF_ERROR(ApplyMaxAffineHeader(h, &o));  // seed 001
+  RETURN_IF_ERROR(ApplyMaxAffineHeader(h, &o));  // piecewise-affine family
   return o;
 }
 
@@ -271,7 +271,7 @@ class DatasetManager::BufferedImport : public PendingImport {
     return absl::OkStatus();
   }
   absl::StatusOr<v1::DatasetInfo> Finish() override {
-    // Seed 001: describe the problem from the parsed slopes (public), then
+    // Piecewise-affine: describe the problem from the parsed slopes (public), then
     // store rows and description in one transaction.
     ASSIGN_OR_RETURN(storage::ParsedRows rows,
                      storage::ParseDatasetFile(options_, bytes_));

@@ -26,7 +26,7 @@ class DatasetManager {
   // An import receiving the file chunk by chunk (ImportDataset). Ordinary
   // datasets stream into storage (storage::StagedImport: memory bounded by
   // one block, nothing visible until Finish, everything removed on error or
-  // destruction). Seed 001's max-affine problems are described from all
+  // destruction). Piecewise-affine's max-affine problems are described from all
   // their rows before storing, so they are buffered, up to
   // kMaxBufferedImportBytes.
   class PendingImport {

@@ -17,7 +17,7 @@
 #include "core/privacy/privacy_filter.h"
 #include "server/job_listing.h"
 #include "server/proto_util.h"
-#include "server/seed001_translation.h"
+#include "server/translation/piecewise_affine.h"
 #include "server/spec_translation.h"
 
 namespace dpopt::server {
@@ -150,10 +150,10 @@ absl::StatusOr<JobManager::Prepared> JobManager::Prepare(
   if (options_.dda_mpi.has_value()) env.dda_mpi = &*options_.dda_mpi;
   ASSIGN_OR_RETURN(p.job, TranslateJobSpec(spec, p.dataset.is_public,
                                            p.dataset.num_classes, env));
-  // Seed 001: max-affine problems and their job types belong together (no
+  // Piecewise-affine: max-affine problems and their job types belong together (no
   // other algorithm is analysed under the l-infinity offset relation).
   const bool max_affine = !p.dataset.problem_json.empty();
-  if (IsSeed001(spec.algorithm()) != max_affine) {
+  if (IsPiecewiseAffine(spec.algorithm()) != max_affine) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dataset ", p.dataset.name,
         max_affine ? " is a max-affine problem: only the pa_* job types run "

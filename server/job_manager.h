@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/jobs/job_runner.h"
-#include "core/optim/seed004/mpi_settings.h"
+#include "core/optim/distributed_dda/mpi_settings.h"
 #include "dpopt/v1/dpopt.pb.h"
 #include "server/dataset_cache.h"
 #include "server/dataset_manager.h"
@@ -31,9 +31,9 @@ class JobManager {
   struct Options {
     int workers = 2;
     int queue_capacity = 64;
-    // dp_dda's MPI execution (seed 004); unset = MPI jobs are refused with
+    // dp_dda's MPI execution (distributed-DDA family); unset = MPI jobs are refused with
     // FAILED_PRECONDITION before anything is charged.
-    std::optional<optim::seed004::MpiSettings> dda_mpi;
+    std::optional<optim::distributed_dda::MpiSettings> dda_mpi;
     // Decoded datasets kept between jobs (server/dataset_cache.h).
     DatasetCache::Options dataset_cache;
     absl::Status Validate() const;

@@ -55,7 +55,7 @@ ABSL_FLAG(std::string, console_listen, "",
           "127.0.0.1:8080; off when empty, the default). Same tokens and "
           "roles as the API; HTTPS with the --tls-* files when they are "
           "given; without TLS only on a loopback address unless --insecure");
-// dp_dda MPI execution (seed 004).
+// dp_dda MPI execution (distributed-DDA family).
 ABSL_FLAG(std::string, mpirun, "",
           "mpirun of Open MPI (path or name in PATH) for dp_dda jobs with "
           "\"execution\": \"DDA_EXECUTION_MPI\"; empty (the default): such "
@@ -246,7 +246,7 @@ int main(int argc, char** argv) {
   o.insecure = absl::GetFlag(FLAGS_insecure);
   o.console_listen = absl::GetFlag(FLAGS_console_listen);
   if (!absl::GetFlag(FLAGS_mpirun).empty()) {
-    dpopt::optim::seed004::MpiSettings m;
+    dpopt::optim::distributed_dda::MpiSettings m;
     m.mpirun = absl::GetFlag(FLAGS_mpirun);
     m.worker = absl::GetFlag(FLAGS_dda_worker);
     if (m.worker.empty()) {

@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/optim/seed004/mpi_settings.h"
+#include "core/optim/distributed_dda/mpi_settings.h"
 #include "grpcpp/grpcpp.h"
 #include "storage/ledger_mark.h"
 
@@ -63,9 +63,9 @@ struct ServerOptions {
   // (the default). Uses the TLS files above when they are set, and the same
   // loopback-only rule without TLS. Port 0 picks a free port.
   std::string console_listen;
-  // dp_dda's MPI execution (seed 004, --mpirun and friends); unset = MPI
+  // dp_dda's MPI execution (distributed-DDA family, --mpirun and friends); unset = MPI
   // jobs are refused before charging.
-  std::optional<optim::seed004::MpiSettings> dda_mpi;
+  std::optional<optim::distributed_dda::MpiSettings> dda_mpi;
   // The ledger's high-water mark (storage/ledger_mark.h). Empty: db_path +
   // ".ledger-mark". The server refuses a database whose ledger is behind it.
   std::string ledger_mark_file;

@@ -5,11 +5,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
-#include "core/optim/seed002/accelerated.h"
-#include "core/optim/seed003/dp_line_search.h"
-#include "server/seed000_translation.h"
-#include "server/seed001_translation.h"
-#include "server/seed004_translation.h"
+#include "core/optim/accelerated/accelerated.h"
+#include "core/optim/line_search/dp_line_search.h"
+#include "server/translation/bilevel.h"
+#include "server/translation/piecewise_affine.h"
+#include "server/translation/distributed_dda.h"
 
 namespace dpopt::server {
 namespace {
@@ -101,11 +101,11 @@ absl::Status CheckPositive(double v, const std::string& field) {
   return absl::OkStatus();
 }
 
-// Seed 002: Accel* messages -> options (0 = default). Sets *name to the
+// Accelerated: Accel* messages -> options (0 = default). Sets *name to the
 // algorithm's name ("accel_dp_nag", ...).
-absl::StatusOr<optim::seed002::AcceleratedOptions> TranslateAccelerated(
+absl::StatusOr<optim::accelerated::AcceleratedOptions> TranslateAccelerated(
     const AlgorithmSpec& a, std::string* name) {
-  namespace s2 = optim::seed002;
+  namespace s2 = optim::accelerated;
   s2::AcceleratedOptions o;
   const v1::AccelCommon* common = nullptr;
   const v1::AccelNoiseDividing* dividing = nullptr;
@@ -150,7 +150,7 @@ absl::StatusOr<optim::seed002::AcceleratedOptions> TranslateAccelerated(
       dividing = &a.accel_dp_masg_opt().dividing();
       break;
     default:
-      return absl::InvalidArgumentError("not a seed-002 algorithm");
+      return absl::InvalidArgumentError("not a accelerated algorithm");
   }
   *name = s2::MethodName(o.method);
   const std::string field = absl::StrCat("algorithm.", *name, ".common.");
@@ -186,15 +186,15 @@ absl::StatusOr<optim::seed002::AcceleratedOptions> TranslateAccelerated(
   return o;
 }
 
-// Seed 003: DpBacktrackingLineSearch -> options (0 = default).
-absl::StatusOr<optim::seed003::DpLineSearchOptions> TranslateLineSearch(
-    const v1::DpBacktrackingLineSearch& m, optim::seed003::Variant variant,
+// Line-search: DpBacktrackingLineSearch -> options (0 = default).
+absl::StatusOr<optim::line_search::DpLineSearchOptions> TranslateLineSearch(
+    const v1::DpBacktrackingLineSearch& m, optim::line_search::Variant variant,
     const std::string& field) {
-  optim::seed003::DpLineSearchOptions o;
+  optim::line_search::DpLineSearchOptions o;
   o.variant = variant;
   auto pick = [](double v, double dflt) { return v != 0 ? v : dflt; };
   o.sampling_rate = pick(m.sampling_rate(),
-                         variant == optim::seed003::Variant::kBlgd ? 1 : 0.1);
+                         variant == optim::line_search::Variant::kBlgd ? 1 : 0.1);
   o.clip_grad = pick(m.clip_grad(), o.clip_grad);
   o.clip_obj = pick(m.clip_obj(), o.clip_obj);
   o.planned_iterations =
@@ -211,8 +211,8 @@ absl::StatusOr<optim::seed003::DpLineSearchOptions> TranslateLineSearch(
   o.cheb.growth = pick(m.growth(), o.cheb.growth);
   o.clip_decay = pick(m.clip_decay(), o.clip_decay);
   o.line_search_noise = m.gaussian_line_search()
-                            ? optim::seed003::SvtNoiseKind::kGaussian
-                            : optim::seed003::SvtNoiseKind::kLaplace;
+                            ? optim::line_search::SvtNoiseKind::kGaussian
+                            : optim::line_search::SvtNoiseKind::kLaplace;
   o.reserve_amplified = m.reserve_amplified();
   for (double v :
        {o.sampling_rate, o.clip_grad, o.clip_obj, o.line_search_share,
@@ -262,8 +262,8 @@ absl::StatusOr<TranslatedJob> TranslateJobSpec(
   }
   const AlgorithmSpec& a = spec.algorithm();
   TranslatedJob out;
-  out.evaluable_model = (!IsSeed000(a) || Seed000UsesModel(a)) && !IsSeed001(a);
-  if (IsSeed001(a)) out.output_name = "max_affine_decision";
+  out.evaluable_model = (!IsBilevel(a) || BilevelUsesModel(a)) && !IsPiecewiseAffine(a);
+  if (IsPiecewiseAffine(a)) out.output_name = "max_affine_decision";
   if (out.evaluable_model && !spec.has_model()) {
     return absl::InvalidArgumentError("model is required");
   }
@@ -280,8 +280,8 @@ absl::StatusOr<TranslatedJob> TranslateJobSpec(
   }
 
   const bool non_private_algorithm = a.algorithm_case() == AlgorithmSpec::kGd ||
-                                     Seed000IsNonPrivate(a) ||
-                                     Seed001IsNonPrivate(a);
+                                     BilevelIsNonPrivate(a) ||
+                                     PiecewiseAffineIsNonPrivate(a);
   if (non_private_algorithm) {
     if (!dataset_is_public) {
       return absl::PermissionDeniedError(
@@ -364,7 +364,7 @@ absl::StatusOr<TranslatedJob> TranslateJobSpec(
     case AlgorithmSpec::kAccelDpNagOpt:
     case AlgorithmSpec::kAccelDpMasg:
     case AlgorithmSpec::kAccelDpMasgOpt: {
-      ASSIGN_OR_RETURN(optim::seed002::AcceleratedOptions o,
+      ASSIGN_OR_RETURN(optim::accelerated::AcceleratedOptions o,
                        TranslateAccelerated(a, &out.algorithm_name));
       o.model = out.model;
       const absl::Status valid = o.Validate();
@@ -374,13 +374,13 @@ absl::StatusOr<TranslatedJob> TranslateJobSpec(
       }
       steps = o.steps;
       ASSIGN_OR_RETURN(out.algorithm,
-                       optim::seed002::NewAcceleratedAlgorithm(o));
+                       optim::accelerated::NewAcceleratedAlgorithm(o));
       break;
     }
     case AlgorithmSpec::kDpBlsgd:
     case AlgorithmSpec::kDpBlsgdAc:
     case AlgorithmSpec::kDpBlgd: {
-      using optim::seed003::Variant;
+      using optim::line_search::Variant;
       Variant variant = Variant::kBlsgd;
       const v1::DpBacktrackingLineSearch* m = &a.dp_blsgd();
       out.algorithm_name = "dp_blsgd";
@@ -394,12 +394,12 @@ absl::StatusOr<TranslatedJob> TranslateJobSpec(
         out.algorithm_name = "dp_blgd";
       }
       ASSIGN_OR_RETURN(
-          optim::seed003::DpLineSearchOptions o,
+          optim::line_search::DpLineSearchOptions o,
           TranslateLineSearch(*m, variant, "algorithm." + out.algorithm_name));
       o.model = out.model;
       RETURN_IF_ERROR(o.Validate());
       steps = o.EffectiveMaxIterations();
-      ASSIGN_OR_RETURN(out.algorithm, optim::seed003::NewDpLineSearch(o));
+      ASSIGN_OR_RETURN(out.algorithm, optim::line_search::NewDpLineSearch(o));
       break;
     }
     case AlgorithmSpec::kDpBilevel:
@@ -407,30 +407,30 @@ absl::StatusOr<TranslatedJob> TranslateJobSpec(
       const bool minibatch = a.has_dp_bilevel_minibatch();
       const std::string field =
           minibatch ? "algorithm.dp_bilevel_minibatch" : "algorithm.dp_bilevel";
-      ASSIGN_OR_RETURN(optim::seed000::DpBilevelOptions o,
+      ASSIGN_OR_RETURN(optim::bilevel::DpBilevelOptions o,
                        TranslateDpBilevel(minibatch ? a.dp_bilevel_minibatch()
                                                     : a.dp_bilevel(),
                                           minibatch, field));
       steps = o.outer_iterations;
-      ASSIGN_OR_RETURN(out.algorithm, optim::seed000::NewDpBilevel(o));
+      ASSIGN_OR_RETURN(out.algorithm, optim::bilevel::NewDpBilevel(o));
       out.algorithm_name = out.algorithm->name();
       break;
     }
     case AlgorithmSpec::kDpTuneRegularization: {
-      ASSIGN_OR_RETURN(optim::seed000::DpTuneOptions o,
+      ASSIGN_OR_RETURN(optim::bilevel::DpTuneOptions o,
                        TranslateDpTune(a.dp_tune_regularization(), out.model,
                                        "algorithm.dp_tune_regularization"));
       steps = o.outer_iterations;
-      ASSIGN_OR_RETURN(out.algorithm, optim::seed000::NewDpTune(o));
+      ASSIGN_OR_RETURN(out.algorithm, optim::bilevel::NewDpTune(o));
       out.algorithm_name = "dp_tune_regularization";
       break;
     }
     case AlgorithmSpec::kDpGridSearch: {
-      ASSIGN_OR_RETURN(optim::seed000::DpGridSearchOptions o,
+      ASSIGN_OR_RETURN(optim::bilevel::DpGridSearchOptions o,
                        TranslateDpGridSearch(a.dp_grid_search(), out.model,
                                              "algorithm.dp_grid_search"));
       steps = static_cast<int64_t>(o.EffectiveGrid().size());
-      ASSIGN_OR_RETURN(out.algorithm, optim::seed000::NewDpGridSearch(o));
+      ASSIGN_OR_RETURN(out.algorithm, optim::bilevel::NewDpGridSearch(o));
       out.algorithm_name = "dp_grid_search";
       break;
     }
@@ -440,16 +440,16 @@ absl::StatusOr<TranslatedJob> TranslateJobSpec(
     case AlgorithmSpec::kPaSubgradient:
     case AlgorithmSpec::kPaSolve: {
       ASSIGN_OR_RETURN(out.algorithm,
-                       TranslateSeed001(a, &out.algorithm_name, &steps));
+                       TranslatePiecewiseAffine(a, &out.algorithm_name, &steps));
       break;
     }
     case AlgorithmSpec::kDpDda: {
       ASSIGN_OR_RETURN(
-          optim::seed004::DpDdaOptions o,
+          optim::distributed_dda::DpDdaOptions o,
           TranslateDpDda(a.dp_dda(), out.model, spec.trace_every(),
                          dataset_is_public, env.dda_mpi, "algorithm.dp_dda"));
       steps = o.iterations;
-      ASSIGN_OR_RETURN(out.algorithm, optim::seed004::NewDpDda(o));
+      ASSIGN_OR_RETURN(out.algorithm, optim::distributed_dda::NewDpDda(o));
       out.algorithm_name = "dp_dda";
       break;
     }

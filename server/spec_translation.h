@@ -12,7 +12,7 @@
 #include "core/optim/algorithm.h"
 #include "core/optim/dp_sgd.h"
 #include "core/optim/non_private_gd.h"
-#include "core/optim/seed004/mpi_settings.h"
+#include "core/optim/distributed_dda/mpi_settings.h"
 #include "dpopt/v1/job_spec.pb.h"
 
 namespace dpopt::server {
@@ -25,7 +25,7 @@ struct TranslatedJob {
   std::string algorithm_name;
   int64_t trace_every = 1;
   // Whether the job trains a model of `model` (evaluable on a public
-  // dataset). False for seed 000's dp_bilevel*, whose catalogue problem
+  // dataset). False for bilevel family's dp_bilevel*, whose catalogue problem
   // defines the released variable (no evaluate_on, labels unused).
   bool evaluable_model = true;
   // Model.loss of the result when evaluable_model is false.
@@ -34,8 +34,8 @@ struct TranslatedJob {
 
 // What this server can run beyond the in-process engine (from its flags).
 struct ExecutionEnvironment {
-  // dp_dda's MPI execution (seed 004); null = not configured.
-  const optim::seed004::MpiSettings* dda_mpi = nullptr;
+  // dp_dda's MPI execution (distributed-DDA family); null = not configured.
+  const optim::distributed_dda::MpiSettings* dda_mpi = nullptr;
 };
 
 // Limits on what a single job may ask for (absurd values are refused before

@@ -47,8 +47,8 @@ inline constexpr absl::string_view kFilterRdp = "rdp";
 inline constexpr absl::string_view kFilterBasic = "basic";
 inline constexpr absl::string_view kRelationAddRemove = "add_remove";
 inline constexpr absl::string_view kRelationReplaceOne = "replace_one";
-// Seed 001's l-infinity relation on the offsets of a max-affine problem
-// (spec seed-001 §1.3): only datasets with a problem description.
+// Piecewise-affine's l-infinity relation on the offsets of a max-affine problem
+// (spec piecewise-affine §1.3): only datasets with a problem description.
 inline constexpr absl::string_view kRelationLinfOffsets = "linf_offsets";
 
 // Curator-declared public bounds on the data. Every imported row is checked

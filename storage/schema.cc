@@ -177,7 +177,7 @@ constexpr char kV3[] = R"sql(
 ALTER TABLE datasets ADD COLUMN deleted_at INTEGER NOT NULL DEFAULT 0;
 )sql";
 
-// Version 4 (seed 001): the public description of a structured problem
+// Version 4 (piecewise-affine family): the public description of a structured problem
 // (max-affine problems: polytope, b_max, derived bounds; JSON), empty for
 // ordinary datasets.
 constexpr char kV4[] = R"sql(

@@ -5,7 +5,7 @@
 // exactly on a power-of-two grid, with no floating-point noise value
 // (design.md §5; Mironov 2012 for why textbook floating-point noise leaks).
 //
-// Construction (ours; spec seed-001 §2.0 P2 samples radius and direction in
+// Construction (ours; spec piecewise-affine §2.0 P2 samples radius and direction in
 // floating point, which is not secure):
 //
 //  1. Gaussian scale mixture. If G ~ Gamma((n + 1) / 2, 1) and Z ~ N(0, I_n)

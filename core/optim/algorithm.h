@@ -51,7 +51,7 @@ struct PublicDatasetInfo {
   double row_norm_bound = 0;
   privacy::Relation relation = privacy::Relation::kAddRemove;
   // Public description of a structured problem stored with the dataset
-  // (seed 001's max-affine problems, core/optim/seed001/problem.h); empty
+  // (piecewise-affine family's max-affine problems, core/optim/piecewise_affine/problem.h); empty
   // for ordinary datasets.
   std::string problem_json;
 };
@@ -86,14 +86,14 @@ struct Calibration {
   // Human-readable remarks (e.g. relation conversion, grid rounding).
   std::vector<std::string> notes;
   // The target this calibration was made for (Run() of algorithms whose
-  // public schedule depends on it, e.g. seed 000's paper-mode inner solver,
+  // public schedule depends on it, e.g. bilevel family's paper-mode inner solver,
   // re-derives it from here).
   PrivacyTarget target;
   // Exactly what Run() will release; the server charges this event.
   privacy::DpEvent event;
   // The neighbouring relation `event` was analysed under.
   privacy::Relation relation = privacy::Relation::kAddRemove;
-  // PublicDatasetInfo::problem_json the calibration was made for (seed 001
+  // PublicDatasetInfo::problem_json the calibration was made for (piecewise-affine family
   // runs on it); empty otherwise.
   std::string problem_json;
 };
@@ -141,7 +141,7 @@ class SolveContext {
 };
 
 // A named privatized output beyond the model (post-processing of charged
-// releases), returned to the analyst as is: e.g. seed 000's outer iterates
+// releases), returned to the analyst as is: e.g. bilevel family's outer iterates
 // and tuned hyperparameters. Never anything computed from private rows
 // without noise.
 struct ReleasedOutput {

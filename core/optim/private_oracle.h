@@ -22,7 +22,7 @@
 //   PoissonSampled(q, Gaussian(z)),
 // without the PoissonSampled wrapper when q == 1 (GaussianGradientEvent()).
 //
-// Laplace gradient release (seed 002's pure-DP family): the same with
+// Laplace gradient release (accelerated family's pure-DP family): the same with
 // per-example L1 clipping to C (||c (outer) x||_1 = ||c||_1 ||x||_1),
 // noise::AddLaplaceNoise with plan = noise::PlanLaplace(C, b_mult, p), and
 // the event PoissonSampled(q, DiscreteLaplace(b_mult))
@@ -37,7 +37,7 @@
 // release depends on the number of sampled rows and their nonzeros, not on
 // the values in them (objective.h, "Timing").
 //
-// Extending: new privatized queries (e.g. seed 003's clipped loss sums for
+// Extending: new privatized queries (e.g. line-search family's clipped loss sums for
 // the noisy line search) belong here as further methods, each charging its
 // exact event first.
 #ifndef DPOPT_CORE_OPTIM_PRIVATE_ORACLE_H_

@@ -2,8 +2,8 @@
 // here BEFORE the data is touched. The solve loop owns one per run.
 //
 // PlannedReleases is the budget of fixed-schedule algorithms (DP-GD/DP-SGD,
-// the seed-002 methods): it admits exactly the releases the calibration
-// planned. Adaptive algorithms (seed 003's line search) implement
+// the accelerated methods): it admits exactly the releases the calibration
+// planned. Adaptive algorithms (line-search family's line search) implement
 // ReleaseBudget with a privacy filter over the job's reservation; when it
 // returns RESOURCE_EXHAUSTED the solve loop stops cleanly.
 #ifndef DPOPT_CORE_OPTIM_RELEASE_BUDGET_H_

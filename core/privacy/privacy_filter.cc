@@ -546,7 +546,7 @@ absl::StatusOr<DpEvent> ConvertToRelation(const DpEvent& event, Relation from,
         "an event analysed under the ", RelationName(from),
         " relation cannot be charged to a dataset whose relation is ",
         RelationName(to),
-        " (no proven conversion; seed 001's l-infinity "
+        " (no proven conversion; piecewise-affine family's l-infinity "
         "offset relation is never mixed with the others)"));
   }
   if (from == Relation::kReplaceOne) {

@@ -60,7 +60,7 @@
 namespace dpopt::privacy {
 
 enum class FilterKind { kRdp, kBasic };
-// kLinfOffsets: seed 001's relation (spec seed-001 §1.3) on max-affine
+// kLinfOffsets: piecewise-affine family's relation (spec piecewise-affine §1.3) on max-affine
 // problems: public slopes, private offsets b, Adj(b, b') iff
 // max_i |b_i - b'_i| <= b_max (a public, curator-declared radius). Events
 // analysed under it (pure epsilon-DP mechanisms) are charged only to

@@ -4,7 +4,7 @@
 // arXiv 1808.00087), Theorem 27 (their Gaussian specialisation of Thm. 9
 // through ternary |chi|^j divergences). Used by
 // ComputeRdp(SampledWithoutReplacement(n, m, Gaussian(z))) (rdp.h) and by
-// seed 004's visible-activation accounting (spec seed-004 §3.5 (c)).
+// distributed-DDA family's visible-activation accounting (spec distributed-DDA §3.5 (c)).
 //
 // For integer alpha >= 2, sampling ratio gamma = m / n and noise multiplier
 // z (sigma / replace-one sensitivity), with g(x) = exp(x (x - 1) / (2 z^2))

@@ -286,7 +286,7 @@ std::unique_ptr<optim::Objective> Logistic(const Dataset& d) {
 // BM_ClippedGradientSum runs the oracle's kernel
 // (Objective::AddClippedGradientSum, row norms from the dataset);
 // BM_ClippedGradientSumPerRow the per-example call with the norms cached
-// (what the oracle did before the batched kernel, and what seed 004's nodes
+// (what the oracle did before the batched kernel, and what distributed-DDA family's nodes
 // call).
 struct GradientBatches {
   // 64 different batches in rotation: like real steps, rows come from

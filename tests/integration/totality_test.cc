@@ -75,7 +75,7 @@ v1::ImportHeader Header(const std::string& name, v1::LabelType labels,
   return h;
 }
 
-// Seed 001: slopes a_i (5 columns, public, |a| <= 1 with subnormals and
+// Piecewise-affine: slopes a_i (5 columns, public, |a| <= 1 with subnormals and
 // -0) and extreme offsets b_i (last column, private).
 std::string ExtremeMaxAffineCsv() {
   const std::vector<std::string> offsets = {"1e308",
@@ -145,7 +145,7 @@ const std::vector<JobCase>& Jobs() {
       {"real", R"({"least_squares": {"l2": 0.01, "label_bound": 2}})",
        R"({"dp_sgd": {"sampling_rate": 0.5, "steps": 4, "clip_norm": 1,
                       "learning_rate": 0.5}})"},
-      // Seed 002 (L1 clipping, Laplace; Gaussian extension).
+      // Accelerated (L1 clipping, Laplace; Gaussian extension).
       {"bin", R"({"logistic_regression": {"l2": 0.1}})",
        R"({"accel_dp_gd": {"common": {"steps": 4, "clip_norm": 5,
                                        "smoothness": 2}}})"},
@@ -165,7 +165,7 @@ const std::vector<JobCase>& Jobs() {
       {"bin", R"({"logistic_regression": {"l2": 0.1}})",
        R"({"accel_dp_masg_opt": {"common": {"steps": 8, "clip_norm": 5,
                                              "smoothness": 2}}})"},
-      // Seed 003 (clipped objective in the line search).
+      // Line-search (clipped objective in the line search).
       {"bin", R"({"logistic_regression": {"l2": 0.001}})",
        R"({"dp_blsgd": {"sampling_rate": 0.5, "planned_iterations": 3,
                         "max_iterations": 6}})"},
@@ -207,7 +207,7 @@ class TotalityTest : public ::testing::Test {
                        ExtremeLibsvm(real, dim))
               .ok());
     }
-    // Seed 001 max-affine problems: extreme PRIVATE offsets (the slopes are
+    // Piecewise-affine max-affine problems: extreme PRIVATE offsets (the slopes are
     // public and limited at import), private and public copies.
     for (bool is_public : {false, true}) {
       ASSERT_TRUE(server_
@@ -286,7 +286,7 @@ TEST_F(TotalityTest, EveryExampleSpecSucceedsWithAFiniteModelOnExtremeRows) {
     if (!google::protobuf::util::JsonStringToMessage(buf.str(), &spec).ok()) {
       continue;  // not a JobSpec (e.g. a dataset description)
     }
-    const bool seed001 =
+    const bool piecewise_affine =
         spec.algorithm().algorithm_case() >=
             v1::AlgorithmSpec::kPaPerturbProblem &&
         spec.algorithm().algorithm_case() <= v1::AlgorithmSpec::kPaSolve;
@@ -301,7 +301,7 @@ TEST_F(TotalityTest, EveryExampleSpecSucceedsWithAFiniteModelOnExtremeRows) {
       default:
         spec.set_dataset("bin-small");
     }
-    if (seed001) {
+    if (piecewise_affine) {
       spec.set_dataset(spec.has_privacy() ? "maxaffine-small"
                                           : "maxaffine-public");
     }

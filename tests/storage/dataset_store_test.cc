@@ -390,7 +390,7 @@ TEST_F(DatasetStoreTest, ImportGetListAndMetadata) {
               StatusIs(absl::StatusCode::kNotFound));
 }
 
-// Seed 001: a max-affine problem's public description is stored and read
+// Piecewise-affine: a max-affine problem's public description is stored and read
 // back as is, with the linf_offsets relation; the relation and the
 // description go together.
 TEST_F(DatasetStoreTest, ProblemDescriptionRoundTrips) {

@@ -1,5 +1,5 @@
 // Tests of the exact vector Laplace sampler (core/noise/vector_laplace.h),
-// the noise of seed 001's M_P and M_S (spec seed-001 §2.0 P2, §7 items 2-4).
+// the noise of piecewise-affine family's M_P and M_S (spec piecewise-affine §2.0 P2, §7 items 2-4).
 //
 // Distribution checks are Kolmogorov-Smirnov tests against closed forms
 // (Laplace for n = 1, Gamma(n, rate lambda) for the radius, Exp(1) for the

@@ -82,7 +82,7 @@ TEST(DpEventTest, ValidateRejectsBadParameters) {
   }
 }
 
-// The Gaussian sparse vector (seed 003's Gaussian line search): stable JSON
+// The Gaussian sparse vector (line-search family's Gaussian line search): stable JSON
 // keys, exact round trip, and parameter ranges.
 TEST(DpEventTest, GaussianSparseVectorJsonAndValidation) {
   const DpEvent e = DpEvent::GaussianSparseVector(1.5, 2.25, 15);

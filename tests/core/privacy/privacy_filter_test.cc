@@ -328,7 +328,7 @@ TEST(RelationTest, MismatchRules) {
   EXPECT_DOUBLE_EQ(g.delta(), (1 + std::exp(0.5)) * 1e-7);
 }
 
-// Seed 001's l-infinity offset relation is never mixed with the others
+// Piecewise-affine's l-infinity offset relation is never mixed with the others
 // (design.md §5): its pure events are charged as is to its datasets, and
 // nothing converts to or from it.
 TEST(RelationTest, LinfOffsetsStandsAlone) {

@@ -2,7 +2,7 @@
 // against values computed independently in 80-digit arithmetic by
 // tests/core/privacy/wbk_reference.py (exact alternating sums for the
 // forward differences), and against the visible-activation noise levels the
-// seed-004 spec lists (§3.5 (c), computed by the spec's author).
+// distributed-DDA spec lists (§3.5 (c), computed by the spec's author).
 #include "core/privacy/wor_gaussian.h"
 
 #include <algorithm>
@@ -146,7 +146,7 @@ TEST(WorGaussianTest, FractionalOrdersInterpolateTheCgf) {
   EXPECT_NEAR(v[2], expected, 1e-15);
 }
 
-// Spec seed-004 §3.5, "visible with eps_WOR" column (delta = 1e-5, L = 1,
+// Spec distributed-DDA §3.5, "visible with eps_WOR" column (delta = 1e-5, L = 1,
 // replace-one sensitivity 2, so z = sigma / 2): per step the node holding
 // the differing sample is active with probability iota = 0.1 (a revealed
 // Bernoulli mixture) and then runs the sampled Gaussian with gamma = 1/q.

@@ -195,7 +195,7 @@ if dp dataset show adult 2>/dev/null; then fail "deleted dataset still shown"; f
 [[ "$(dp ledger adult --json | json "['budget']['charges']")" == "$((3 + admitted))" ]] ||
   fail "ledger not kept after deletion"
 
-step "13. seed 001: a max-affine problem from CSV + polytope, estimate every example, run"
+step "13. piecewise-affine family: a max-affine problem from CSV + polytope, estimate every example, run"
 ex="$repo/examples"
 dp dataset import max-affine "$ex/data/max_affine.csv" --format=csv --dimension=5 --header \
   --polytope="$ex/data/max_affine_polytope.json" --b-max=1 --epsilon-budget=3 \
@@ -220,7 +220,7 @@ for t in pa_perturb_problem pa_perturb_solution pa_exponential pa_subgradient; d
   python3 -c "assert abs($e - 0.5) < 1e-12" || fail "$t estimated at epsilon $e, not 0.5"
 done
 [[ "$(dp ledger max-affine --json | json "['budget'].get('charges', 0)")" == "0" ]] ||
-  fail "seed 001 estimates charged"
+  fail "piecewise-affine family estimates charged"
 dp job submit "$ex/pa_subgradient.json" --wait >/dev/null
 dp job submit "$ex/pa_exponential.json" --wait >/dev/null
 dp job submit "$ex/pa_solve.json" --wait >/dev/null

@@ -1,0 +1,40 @@
+// Starts a dp_dda job on MPI ranks with `mpirun` and talks to it (distributed-DDA family,
+// spec §6.2). Server side; needs no MPI headers.
+//
+//   mpirun -np R [--hostfile H] [mpirun_args...] WORKER --job-tag=T
+//          [worker_args...]
+//
+// in its own process group. The job stream (wire.h: public parameters and
+// the nodes' shards) goes to mpirun's standard input, which Open MPI
+// forwards to rank 0 only; rank 0 scatters the shards over MPI, so no other
+// rank ever opens the database. Rank 0's standard output carries the trace
+// frames and the result. Faults: if the sink asks to stop (cancellation) the
+// whole process group is terminated (SIGTERM, then SIGKILL after 3 s) and the
+// result says `stopped`; past `timeout` the same happens and the call returns
+// DEADLINE_EXCEEDED; a rank that dies makes mpirun exit non-zero and the call
+// returns ABORTED. mpirun's and the ranks' standard error (which never holds
+// data: the worker prints only status messages) goes to the server's log.
+// As root, OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM)=1 is set for mpirun.
+#ifndef DPOPT_CORE_OPTIM_DISTRIBUTED_DDA_MPI_LAUNCHER_H_
+#define DPOPT_CORE_OPTIM_DISTRIBUTED_DDA_MPI_LAUNCHER_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/optim/distributed_dda/engine.h"
+#include "core/optim/distributed_dda/mpi_settings.h"
+
+namespace dpopt::optim::distributed_dda {
+
+// Runs the job; `sink` receives rank 0's trace frames in order. Returns the
+// engine result from rank 0's final frame (stopped = true if the sink asked
+// to stop). Errors: DEADLINE_EXCEEDED, ABORTED (a rank or mpirun failed),
+// DATA_LOSS (malformed worker output), INTERNAL (the worker reported an
+// error; its message), UNAVAILABLE (mpirun could not be started).
+absl::StatusOr<EngineResult> RunOnMpi(const MpiSettings& settings, int ranks,
+                                      const std::string& job_stream,
+                                      const TraceSink& sink);
+
+}  // namespace dpopt::optim::distributed_dda
+
+#endif  // DPOPT_CORE_OPTIM_DISTRIBUTED_DDA_MPI_LAUNCHER_H_

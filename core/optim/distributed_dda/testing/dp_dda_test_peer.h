@@ -1,0 +1,30 @@
+// TEST ONLY. NOT DIFFERENTIALLY PRIVATE.
+//
+// Gives dp_dda's nodes seeded generators (core/noise/testing) instead of the
+// secure one, so that runs are reproducible and the simulation and the MPI
+// execution can be compared bit for bit (spec §7 property 19). Lives in the
+// test-only target dpopt_optim_distributed_dda_testing, which the server never links.
+#ifndef DPOPT_CORE_OPTIM_DISTRIBUTED_DDA_TESTING_DP_DDA_TEST_PEER_H_
+#define DPOPT_CORE_OPTIM_DISTRIBUTED_DDA_TESTING_DP_DDA_TEST_PEER_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "core/noise/random.h"
+#include "core/optim/distributed_dda/dp_dda.h"
+
+namespace dpopt::optim::distributed_dda::testing {
+
+// The seeded generator of node `node` for run seed `seed` (the same in the
+// simulation and in every MPI rank). NOT DP.
+std::unique_ptr<noise::RandomSource> SeededNodeRandom(uint64_t seed, int node);
+
+class DpDdaTestPeer {
+ public:
+  // Node i draws from SeededNodeRandom(seed, i). NOT DP.
+  static void UseSeededNodes(DpDda& algorithm, uint64_t seed);
+};
+
+}  // namespace dpopt::optim::distributed_dda::testing
+
+#endif  // DPOPT_CORE_OPTIM_DISTRIBUTED_DDA_TESTING_DP_DDA_TEST_PEER_H_
