@@ -1,4 +1,4 @@
-// `dpopt principal|token|grant|audit|whoami`: access control (issue 14).
+// `dpopt principal|token|grant|audit|whoami`: access control.
 // Curators manage principals, tokens and grants and read the audit log;
 // `whoami` works for everyone.
 #include <iostream>

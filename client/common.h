@@ -60,7 +60,8 @@ std::string ToJsonLine(const google::protobuf::Message& m);
 class Client {
  public:
   explicit Client(const Globals& g);
-  // A context with the deadline and the bearer token (design.md §6).
+  // A context with the deadline and the bearer token (docs/architecture.md,
+  // "Security model").
   std::unique_ptr<grpc::ClientContext> Context(bool deadline = true) const;
 
   pb::DatasetService::Stub& datasets() { return *datasets_; }

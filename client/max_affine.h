@@ -1,6 +1,6 @@
-// `dpopt dataset import|show` for piecewise-affine family's max-affine problems (public
-// slopes, private offsets, a polytope P and b_max; spec
-// piecewise-affine-piecewise-affine.md §1).
+// `dpopt dataset import|show` for piecewise-affine family's max-affine problems
+// (public slopes, private offsets, a polytope P and b_max; Han, Topcu & Pappas
+// 2014, eqs. (2)-(4); docs/algorithms/piecewise_affine.md).
 #ifndef DPOPT_CLIENT_MAX_AFFINE_H_
 #define DPOPT_CLIENT_MAX_AFFINE_H_
 

@@ -7,7 +7,7 @@
 #                                       (docs/backup.md; restore with the
 #                                       server container stopped)
 #   docker run IMAGE dpopt ...       -> any other command (e.g. the CLI)
-# TLS (issue 14): mount PEM files and set DPOPT_TLS_CERT and DPOPT_TLS_KEY
+# TLS: mount PEM files and set DPOPT_TLS_CERT and DPOPT_TLS_KEY
 # (and DPOPT_TLS_CLIENT_CA for mutual TLS). Without TLS the server refuses a
 # non-loopback DPOPT_LISTEN; DPOPT_INSECURE=1 overrides that (only behind a
 # TLS-terminating proxy). On the first start the curator's token is written

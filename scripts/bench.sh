@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmark suite (issue 10). Builds dpopt in Release (build-release/),
+# The benchmark suite. Builds dpopt in Release (build-release/),
 # runs the Google Benchmark suite (tests/bench/dpopt_bench.cc: samplers,
 # accountants, kernels, steps), then tests/bench/bench.py: end-to-end jobs
 # through dpopt-server (DP-SGD and DP-GD on a9a, DP-SGD on generated dense

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the libFuzzer targets of tests/fuzz (issue 15).
+# Runs the libFuzzer targets of tests/fuzz.
 #   scripts/fuzz.sh [--build-dir DIR] [--seconds N] [--target NAME] [--merge]
 # --build-dir: a DPOPT_FUZZ=ON build (default build-san; scripts/sanitize.sh
 #   --no-tests --no-fuzz makes one). --seconds: per target (default 60).

@@ -10,7 +10,7 @@ if [[ "$(id -u)" != "0" ]]; then SUDO="sudo"; fi
 packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config git ca-certificates
-  # libraries (see design.md §7)
+  # libraries (see docs/architecture.md, "Dependencies")
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev libsqlite3-dev libgtest-dev libgmock-dev
   libbenchmark-dev libssl-dev nlohmann-json3-dev libcli11-dev

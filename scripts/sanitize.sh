@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sanitizer and fuzzing stage (issue 15): builds everything with clang,
+# The sanitizer and fuzzing stage: builds everything with clang,
 # AddressSanitizer and UBSan (and libFuzzer instrumentation) into
 # BUILD_DIR (default build-san), runs the unit and integration tests under
 # the sanitizers, then runs each libFuzzer target for a short fixed time

@@ -1,4 +1,5 @@
-// Authentication and the access policy (design.md §6, issue 14): one
+// Authentication and the access policy (docs/architecture.md, "Security
+// model"): one
 // component every RPC handler calls first (services.cc); a test calls every
 // method of every service without a token and expects UNAUTHENTICATED.
 //

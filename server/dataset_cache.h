@@ -1,4 +1,4 @@
-// Decoded datasets kept in memory between jobs (issue 10), so a job on a
+// Decoded datasets kept in memory between jobs, so a job on a
 // large dataset does not re-read and re-decode it from SQLite.
 //
 // A least-recently-used map from dataset id to an immutable decoded Dataset,
@@ -13,7 +13,8 @@
 // size, a private sparse one the CSR size it would have if every entry were
 // stored. So which datasets stay cached, and hence how soon a job starts,
 // reveals nothing about private rows (the number of nonzeros of a private
-// sparse dataset is not public, design.md §5). The bound is an upper bound of
+// sparse dataset is not public; docs/architecture.md, invariant "outcomes
+// depend only on what was charged"). The bound is an upper bound of
 // the real footprint, so the cap also bounds memory. A dataset whose charge
 // exceeds the cap is not cached: every job loads it, as without a cache.
 //

@@ -1,4 +1,4 @@
-// Paged job listings (issue 15): ListJobsRequest.page_size / page_token.
+// Paged job listings: ListJobsRequest.page_size / page_token.
 //
 // Pages are keyset pages over the listing order (created_at, rowid), so a
 // page costs the same at any depth and jobs created meanwhile neither shift

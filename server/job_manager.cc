@@ -17,7 +17,6 @@
 #include "core/privacy/privacy_filter.h"
 #include "server/job_listing.h"
 #include "server/proto_util.h"
-#include "server/translation/piecewise_affine.h"
 #include "server/spec_translation.h"
 
 namespace dpopt::server {
@@ -79,6 +78,39 @@ v1::Calibration CalibrationToProto(const optim::Calibration& c) {
   return out;
 }
 
+// Whether a charge with cost blob `next` fits: the privacy filter built from
+// `record` (the dataset's budget, or an analyst's cap: the ledger passes the
+// dataset with its budget replaced by the cap) over `prior_costs`. Cost
+// blobs do not depend on the epsilon budget, so the same blobs price both.
+storage::AdmitFn AdmitNext(std::string next) {
+  return [next = std::move(next)](
+             const storage::DatasetRecord& record,
+             const std::vector<std::string>& prior_costs) -> absl::Status {
+    ASSIGN_OR_RETURN(privacy::BudgetConfig config,
+                     DatasetManager::BudgetConfigOf(record));
+    ASSIGN_OR_RETURN(std::unique_ptr<privacy::PrivacyFilter> filter,
+                     privacy::PrivacyFilter::Create(config));
+    return filter->Admit(prior_costs, next);
+  };
+}
+
+// Max-affine problems and their job types belong together: no other job
+// type is analysed under the l-infinity offset relation.
+absl::Status CheckDatasetKind(const TranslatedJob& job,
+                              const storage::DatasetRecord& dataset) {
+  const DatasetKind kind = dataset.problem_json.empty()
+                               ? DatasetKind::kExamples
+                               : DatasetKind::kMaxAffine;
+  if (job.traits.dataset_kind == kind) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "dataset ", dataset.name,
+      kind == DatasetKind::kMaxAffine ? " is a max-affine problem; "
+                                      : " is not a max-affine problem; ",
+      job.algorithm_name,
+      kind == DatasetKind::kMaxAffine ? " does not run on max-affine problems"
+                                      : " runs only on max-affine problems"));
+}
+
 // Job failure messages must never carry private data: core errors are
 // written without row values, and we keep only code and message.
 std::string PublicFailure(const absl::Status& s) {
@@ -106,7 +138,7 @@ absl::Status JobManager::Options::Validate() const {
   if (queue_capacity < 1) {
     return absl::InvalidArgumentError("queue_capacity must be >= 1");
   }
-  if (dda_mpi.has_value()) RETURN_IF_ERROR(dda_mpi->Validate());
+  if (mpi.has_value()) RETURN_IF_ERROR(mpi->Validate());
   return dataset_cache.Validate();
 }
 
@@ -147,21 +179,11 @@ absl::StatusOr<JobManager::Prepared> JobManager::Prepare(
   }
   ASSIGN_OR_RETURN(p.dataset, db_->datasets().Get(spec.dataset()));
   ExecutionEnvironment env;
-  if (options_.dda_mpi.has_value()) env.dda_mpi = &*options_.dda_mpi;
+  if (options_.mpi.has_value()) env.mpi = &*options_.mpi;
   ASSIGN_OR_RETURN(p.job, TranslateJobSpec(spec, p.dataset.is_public,
                                            p.dataset.num_classes, env));
-  // Piecewise-affine: max-affine problems and their job types belong together (no
-  // other algorithm is analysed under the l-infinity offset relation).
-  const bool max_affine = !p.dataset.problem_json.empty();
-  if (IsPiecewiseAffine(spec.algorithm()) != max_affine) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dataset ", p.dataset.name,
-        max_affine ? " is a max-affine problem: only the pa_* job types run "
-                     "on it"
-                   : " is not a max-affine problem: the pa_* job types need "
-                     "one"));
-  }
-  if (p.job.evaluable_model &&
+  RETURN_IF_ERROR(CheckDatasetKind(p.job, p.dataset));
+  if (p.job.traits.trains_model &&
       optim::RequiredLabelKind(p.job.model.loss) != p.dataset.label_kind) {
     return absl::InvalidArgumentError(
         absl::StrCat("model ", ProtoLossName(p.job.model.loss),
@@ -182,11 +204,10 @@ absl::StatusOr<JobManager::Prepared> JobManager::Prepare(
         absl::StrCat("trace_iterates is limited to models with at most ",
                      kMaxTracedParameters, " parameters"));
   }
-  if (!spec.evaluate_on().empty() && !p.job.evaluable_model) {
+  if (!spec.evaluate_on().empty() && !p.job.traits.trains_model) {
     return absl::InvalidArgumentError(absl::StrCat(
-        p.job.algorithm_name,
-        " releases the variables of a bilevel problem, not a model of the "
-        "dataset: evaluate_on is not supported"));
+        p.job.algorithm_name, " releases ", p.job.traits.output_name,
+        ", not a model of the dataset: evaluate_on is not supported"));
   }
   if (!spec.evaluate_on().empty()) {
     ASSIGN_OR_RETURN(p.eval_dataset, db_->datasets().Get(spec.evaluate_on()));
@@ -220,7 +241,7 @@ absl::StatusOr<JobManager::Prepared> JobManager::Prepare(
   p.calibration = *std::move(calibration);
   if (spec.trace_every() == 0) {
     // Default: about 100 trace points over the planned steps.
-    p.job.trace_every = std::max<int64_t>(1, p.calibration.steps / 100);
+    p.job.trace_every = DefaultTraceEvery(p.calibration.steps);
   }
   if (p.calibration.steps / p.job.trace_every > kMaxTracePoints) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -275,30 +296,13 @@ absl::StatusOr<v1::JobEstimate> JobManager::Estimate(
   ASSIGN_OR_RETURN(
       *est.mutable_budget_before(),
       DatasetManager::BudgetOf(totals.dataset, totals.charges, totals.costs));
-  std::vector<std::string> blobs = totals.costs;
-  absl::Status admit = p.filter->Admit(blobs, p.priced.cost_blob);
-  // The caller's cap, as the admission transaction applies it
-  // (storage/ledger.h): its own costs under a filter whose budget is the cap.
   ASSIGN_OR_RETURN(std::optional<storage::GrantRecord> grant,
                    db_->access().FindGrant(principal, p.dataset.name));
-  if (admit.ok() && grant.has_value() && grant->epsilon_cap > 0) {
-    storage::DatasetRecord capped = totals.dataset;
-    capped.epsilon_budget = grant->epsilon_cap;
-    ASSIGN_OR_RETURN(privacy::BudgetConfig config,
-                     DatasetManager::BudgetConfigOf(capped));
-    ASSIGN_OR_RETURN(std::unique_ptr<privacy::PrivacyFilter> cap_filter,
-                     privacy::PrivacyFilter::Create(config));
-    admit = cap_filter->Admit(totals.principal_costs, p.priced.cost_blob);
-    if (!admit.ok()) {
-      admit = absl::Status(
-          admit.code(),
-          absl::StrCat("over the cap of ", grant->epsilon_cap,
-                       " epsilon that the curator set for \"", principal,
-                       "\" on this dataset: ", admit.message()));
-    }
-  }
+  absl::Status admit = storage::ApplyAdmissionRule(
+      AdmitNext(p.priced.cost_blob), totals.dataset, totals, grant, principal);
   if (admit.ok()) {
     est.set_admissible(true);
+    std::vector<std::string> blobs = totals.costs;
     blobs.push_back(p.priced.cost_blob);
     ASSIGN_OR_RETURN(auto after, p.filter->View(blobs));
     *est.mutable_budget_after() = est.budget_before();
@@ -343,22 +347,9 @@ absl::StatusOr<v1::Job> JobManager::Submit(
     charge.delta = p->priced.delta;
     charge.principal = principal;
     charge.note = absl::StrCat(p->job.algorithm_name, " job");
-    const std::string next = p->priced.cost_blob;
-    // The filter is built from the record read inside the admission
-    // transaction: the dataset's budget, or an analyst's cap (the ledger
-    // passes the dataset with its budget replaced by the cap). Cost blobs do
-    // not depend on the epsilon budget, so the same blobs price both.
-    auto admit =
-        [&next](const storage::DatasetRecord& record,
-                const std::vector<std::string>& prior_costs) -> absl::Status {
-      ASSIGN_OR_RETURN(privacy::BudgetConfig config,
-                       DatasetManager::BudgetConfigOf(record));
-      ASSIGN_OR_RETURN(std::unique_ptr<privacy::PrivacyFilter> filter,
-                       privacy::PrivacyFilter::Create(config));
-      return filter->Admit(prior_costs, next);
-    };
     ASSIGN_OR_RETURN(storage::LedgerEntry entry,
-                     db_->ledger().ChargeAndCreateJob(charge, record, admit));
+                     db_->ledger().ChargeAndCreateJob(
+                         charge, record, AdmitNext(p->priced.cost_blob)));
     // The ledger's high-water mark (storage/ledger_mark.h) moves AFTER the
     // charge commits and BEFORE the job may read a row. A crash between the
     // two leaves the mark behind a ledger that holds the charge, which the
@@ -511,8 +502,8 @@ absl::Status JobManager::RunJob(const std::string& job_id, const Prepared& p,
   }
   model->set_dimension(result.model.dimension);
   model->set_num_classes(result.model.num_classes);
-  model->set_loss(p.job.evaluable_model ? ProtoLossName(result.model.loss)
-                                        : p.job.output_name);
+  model->set_loss(p.job.traits.trains_model ? ProtoLossName(result.model.loss)
+                                            : p.job.traits.output_name);
   for (const optim::ReleasedOutput& r : result.released) {
     v1::ReleasedOutput* o = out.add_released();
     o->set_name(r.name);

@@ -1,5 +1,6 @@
 // Job lifecycle: estimate, admission + charge, queueing, execution,
-// cancellation, trace and results. Privacy-critical order (design.md §5):
+// cancellation, trace and results. Privacy-critical order
+// (docs/architecture.md, invariant "charge before data"):
 //   validate spec -> calibrate from public metadata -> reserve a queue slot
 //   -> price + admit + charge + create the job in ONE BEGIN IMMEDIATE
 //   transaction (durable) -> only then does a worker load the private rows.
@@ -31,9 +32,10 @@ class JobManager {
   struct Options {
     int workers = 2;
     int queue_capacity = 64;
-    // dp_dda's MPI execution (distributed-DDA family); unset = MPI jobs are refused with
-    // FAILED_PRECONDITION before anything is charged.
-    std::optional<optim::distributed_dda::MpiSettings> dda_mpi;
+    // The Open MPI launcher for job types that can run on MPI ranks; unset =
+    // MPI jobs are refused with FAILED_PRECONDITION before anything is
+    // charged.
+    std::optional<optim::distributed_dda::MpiSettings> mpi;
     // Decoded datasets kept between jobs (server/dataset_cache.h).
     DatasetCache::Options dataset_cache;
     absl::Status Validate() const;

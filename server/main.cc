@@ -267,7 +267,7 @@ int main(int argc, char** argv) {
                 << std::endl;
       return 1;
     }
-    o.dda_mpi = m;
+    o.mpi = m;
   }
   o.ledger_mark_file = absl::GetFlag(FLAGS_ledger_mark_file);
   o.allow_ledger_rollback =

@@ -118,7 +118,7 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   JobManager::Options jo;
   jo.workers = options.workers;
   jo.queue_capacity = options.queue_capacity;
-  jo.dda_mpi = options.dda_mpi;
+  jo.mpi = options.mpi;
   jo.dataset_cache.capacity_bytes = options.dataset_cache_mb << 20;
   ASSIGN_OR_RETURN(
       s->jobs_,

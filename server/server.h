@@ -59,13 +59,13 @@ struct ServerOptions {
   std::string tls_key;
   std::string tls_client_ca;
   bool insecure = false;
-  // Web console (issue 16): HOST:PORT of its HTTP listener; empty = off
+  // Web console: HOST:PORT of its HTTP listener; empty = off
   // (the default). Uses the TLS files above when they are set, and the same
   // loopback-only rule without TLS. Port 0 picks a free port.
   std::string console_listen;
-  // dp_dda's MPI execution (distributed-DDA family, --mpirun and friends); unset = MPI
-  // jobs are refused before charging.
-  std::optional<optim::distributed_dda::MpiSettings> dda_mpi;
+  // The Open MPI launcher (--mpirun and friends); unset = MPI jobs are
+  // refused before charging.
+  std::optional<optim::distributed_dda::MpiSettings> mpi;
   // The ledger's high-water mark (storage/ledger_mark.h). Empty: db_path +
   // ".ledger-mark". The server refuses a database whose ledger is behind it.
   std::string ledger_mark_file;

@@ -29,9 +29,9 @@ bool Terminal(v1::JobState s) {
 // reach the log.
 //  * A change: while the Call lives, a ScopedCommitHook writes the audit
 //    record (code OK) inside the first write transaction this RPC commits,
-//    so the change and its audit record commit together or not at all
-//    (issue 14). Handlers set dataset/job/target before the change (Submit
-//    reports the new job id before its admission transaction commits).
+//    so the change and its audit record commit together or not at all.
+//    Handlers set dataset/job/target before the change (Submit reports
+//    the new job id before its admission transaction commits).
 //  * No change (reads, refusals, errors before any write): Done() appends
 //    the record with the outcome code in its own transaction.
 //  * An RPC that changed something and then failed gets both records: OK

@@ -1,4 +1,5 @@
-// Thin gRPC adapters (design.md §3 item 8): authenticate the caller, apply
+// Thin gRPC adapters (docs/architecture.md, convention "thin RPC handlers"):
+// authenticate the caller, apply
 // the access policy, convert the request, call the manager, map
 // absl::Status to grpc::Status in one place, and append the audit record.
 #ifndef DPOPT_SERVER_SERVICES_H_

@@ -10,37 +10,28 @@
 
 #include "absl/status/statusor.h"
 #include "core/optim/algorithm.h"
-#include "core/optim/dp_sgd.h"
-#include "core/optim/non_private_gd.h"
-#include "core/optim/distributed_dda/mpi_settings.h"
 #include "dpopt/v1/job_spec.pb.h"
+#include "server/translation/job_family.h"
 
 namespace dpopt::server {
 
 struct TranslatedJob {
   std::unique_ptr<optim::Algorithm> algorithm;
+  // The job type's traits (server/translation/job_family.h).
+  JobTypeTraits traits;
+  // Set when traits.trains_model.
   optim::ModelConfig model;
   optim::PrivacyTarget target;
-  // Short algorithm name ("dp_sgd", ...).
+  // The job type ("dp_sgd", ...): the AlgorithmSpec oneof field's name.
   std::string algorithm_name;
-  int64_t trace_every = 1;
-  // Whether the job trains a model of `model` (evaluable on a public
-  // dataset). False for bilevel family's dp_bilevel*, whose catalogue problem
-  // defines the released variable (no evaluate_on, labels unused).
-  bool evaluable_model = true;
-  // Model.loss of the result when evaluable_model is false.
-  std::string output_name = "bilevel_outer_variable";
+  // As requested; 0 = about 100 trace points over the calibrated steps
+  // (see DefaultTraceEvery).
+  int64_t trace_every = 0;
 };
 
-// What this server can run beyond the in-process engine (from its flags).
-struct ExecutionEnvironment {
-  // dp_dda's MPI execution (distributed-DDA family); null = not configured.
-  const optim::distributed_dda::MpiSettings* dda_mpi = nullptr;
-};
-
-// Limits on what a single job may ask for (absurd values are refused before
-// anything is calibrated or charged).
-inline constexpr int64_t kMaxSteps = 1'000'000;
+// The trace interval of a job that did not choose one: about 100 points
+// over `steps`.
+int64_t DefaultTraceEvery(int64_t steps);
 
 // `dataset_is_public` decides whether a non-private algorithm is allowed and
 // whether `privacy` is required. `dataset_num_classes` is the dataset's

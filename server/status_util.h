@@ -1,4 +1,5 @@
-// The one place where absl::Status becomes grpc::Status (design.md §3 item 8).
+// The one place where absl::Status becomes grpc::Status
+// (docs/architecture.md, convention "thin RPC handlers").
 #ifndef DPOPT_SERVER_STATUS_UTIL_H_
 #define DPOPT_SERVER_STATUS_UTIL_H_
 

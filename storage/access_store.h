@@ -1,7 +1,7 @@
-// Access control state (design.md §6, issue 14): principals with a role,
-// bearer tokens (stored only as SHA-256 hashes of their secret part),
-// dataset grants with optional per-analyst epsilon caps, and the append-only
-// audit log. Obtain it from Database::access(). Thread-safe.
+// Access control state (docs/architecture.md, "Security model"): principals
+// with a role, bearer tokens (stored only as SHA-256 hashes of their secret
+// part), dataset grants with optional per-analyst epsilon caps, and the
+// append-only audit log. Obtain it from Database::access(). Thread-safe.
 //
 // Token strings are "<id>.<secret>": the id (16 hex digits) is public and
 // names the token (for listing and revocation); only SHA-256(secret) is

@@ -1,4 +1,4 @@
-// Online backup and offline restore of a dpopt database (issue 15).
+// Online backup and offline restore of a dpopt database.
 //
 //   dpopt-server backup --db=PATH --to=FILE     while the server runs
 //   dpopt-server restore --from=FILE --db=PATH  with the server stopped

@@ -1,4 +1,4 @@
-// Background WAL checkpoints (issue 10).
+// Background WAL checkpoints.
 //
 // In WAL mode every commit appends pages to the write-ahead log, and a
 // checkpoint later copies them into the database file and syncs it.

@@ -351,7 +351,7 @@ class DatasetParser::RowParser {
   // unchanged, for anything else; ParseCsv's general path then parses the
   // line again and reports its error exactly (or accepts what only
   // SimpleAtod parses, such as "+1"). Splitting first and parsing each token
-  // took 40% of the import's parsing time (issue 10).
+  // took 40% of the import's parsing time.
   bool ParseCsvFast(int64_t line_no, absl::string_view line, ParsedRows& out) {
     const int64_t columns = options_.dimension + 1;
     const int64_t label_col =

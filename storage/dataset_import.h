@@ -47,8 +47,9 @@ inline constexpr absl::string_view kFilterRdp = "rdp";
 inline constexpr absl::string_view kFilterBasic = "basic";
 inline constexpr absl::string_view kRelationAddRemove = "add_remove";
 inline constexpr absl::string_view kRelationReplaceOne = "replace_one";
-// Piecewise-affine's l-infinity relation on the offsets of a max-affine problem
-// (spec piecewise-affine §1.3): only datasets with a problem description.
+// Piecewise-affine's l-infinity relation on the offsets of a max-affine
+// problem (Han, Topcu & Pappas 2014, eq. (4)): only datasets with a problem
+// description.
 inline constexpr absl::string_view kRelationLinfOffsets = "linf_offsets";
 
 // Curator-declared public bounds on the data. Every imported row is checked
@@ -144,7 +145,7 @@ struct ParsedRows {
   }
 };
 
-// Streaming parser (issue 10): bytes arrive in chunks of any size (a line may
+// Streaming parser: bytes arrive in chunks of any size (a line may
 // span chunks) and rows leave in blocks, so memory is bounded by one block
 // plus one line, whatever the file size. Validation is exactly that of
 // ParseDatasetFile (which is this parser fed the whole file at once), with

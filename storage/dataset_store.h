@@ -81,7 +81,7 @@ class DatasetStore {
   // UNAVAILABLE if the database is busy.
   absl::StatusOr<DatasetRecord> Import(const ImportOptions& options,
                                        absl::string_view file_bytes);
-  // Starts a streaming import (issue 10): reserves the name now
+  // Starts a streaming import: reserves the name now
   // (ALREADY_EXISTS before any byte is sent) under a record every reader
   // treats as deleted, then stores the rows block by block as they are
   // parsed, each block in its own short transaction (other writers, such as

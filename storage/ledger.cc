@@ -72,6 +72,24 @@ absl::StatusOr<std::vector<LedgerEntry>> Ledger::ListLocked(
   return out;
 }
 
+absl::Status ApplyAdmissionRule(const AdmitFn& admit,
+                                const DatasetRecord& dataset,
+                                const LedgerTotals& prior,
+                                const std::optional<GrantRecord>& grant,
+                                absl::string_view principal) {
+  RETURN_IF_ERROR(admit(dataset, prior.costs));
+  if (!grant.has_value() || grant->epsilon_cap <= 0) return absl::OkStatus();
+  DatasetRecord capped = dataset;
+  capped.epsilon_budget = grant->epsilon_cap;
+  absl::Status cap = admit(capped, prior.principal_costs);
+  if (cap.ok()) return cap;
+  return absl::Status(
+      cap.code(),
+      absl::StrCat("over the cap of ", grant->epsilon_cap,
+                   " epsilon that the curator set for \"", principal,
+                   "\" on this dataset: ", cap.message()));
+}
+
 absl::StatusOr<LedgerEntry> Ledger::ChargeAndCreateJob(
     const ChargeRequest& charge, const JobRecord& job, const AdmitFn& admit) {
   RETURN_IF_ERROR(charge.Validate());
@@ -98,25 +116,11 @@ absl::StatusOr<LedgerEntry> Ledger::ChargeAndCreateJob(
         }
         ASSIGN_OR_RETURN(LedgerTotals prior,
                          CostsLocked(conn, dataset, charge.principal));
-        RETURN_IF_ERROR(admit(dataset, prior.costs));
-        // Per-analyst cap: the same filter over the principal's own charges,
-        // with the cap as budget, in the same transaction.
         ASSIGN_OR_RETURN(
             std::optional<GrantRecord> grant,
             AccessStore::FindGrantLocked(conn, charge.principal, dataset.id));
-        if (grant.has_value() && grant->epsilon_cap > 0) {
-          DatasetRecord capped = dataset;
-          capped.epsilon_budget = grant->epsilon_cap;
-          absl::Status cap = admit(capped, prior.principal_costs);
-          if (!cap.ok()) {
-            return absl::Status(
-                cap.code(),
-                absl::StrCat("over the cap of ", grant->epsilon_cap,
-                             " epsilon that the curator set for \"",
-                             charge.principal,
-                             "\" on this dataset: ", cap.message()));
-          }
-        }
+        RETURN_IF_ERROR(
+            ApplyAdmissionRule(admit, dataset, prior, grant, charge.principal));
 
         JobRecord stored = job;
         RETURN_IF_ERROR(JobStore::InsertLocked(conn, dataset, stored));

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "storage/access_store.h"
 #include "storage/dataset_store.h"
 #include "storage/job_store.h"
 
@@ -88,6 +90,18 @@ struct LedgerTotals {
   std::vector<std::string> principal_costs;
 };
 
+// The admission rule, the one place it is written: `admit` over every
+// charge of the dataset (prior.costs) under the dataset's budget; then, if
+// `grant` caps the principal's epsilon, `admit` over the principal's own
+// charges (prior.principal_costs) with the dataset's epsilon budget replaced
+// by the cap (a refusal then names the cap). The admission transaction
+// (ChargeAndCreateJob) and the estimate both call it, so they agree.
+absl::Status ApplyAdmissionRule(const AdmitFn& admit,
+                                const DatasetRecord& dataset,
+                                const LedgerTotals& prior,
+                                const std::optional<GrantRecord>& grant,
+                                absl::string_view principal);
+
 class Ledger {
  public:
   Ledger(const Ledger&) = delete;
@@ -95,11 +109,8 @@ class Ledger {
 
   // Admission and charge in ONE `BEGIN IMMEDIATE` transaction: loads the
   // dataset and the costs of all its charges (their fold, see
-  // SetCostFolder), calls `admit`; if charge.principal holds a grant on the
-  // dataset with an epsilon cap (issue 14), calls `admit` a second time on
-  // that principal's own charges with the dataset's epsilon
-  // budget replaced by the cap (RESOURCE_EXHAUSTED then names the cap); if
-  // both return OK it inserts
+  // SetCostFolder) and applies ApplyAdmissionRule (the dataset's budget,
+  // then the principal's cap if its grant sets one); if it admits, inserts
   // `job` (state QUEUED) and appends the charge referencing it, then commits
   // with synchronous=FULL, so the charge is durable before this returns.
   // Concurrent calls, from this or other Database handles on the same file,

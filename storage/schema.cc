@@ -109,11 +109,11 @@ BEGIN
 END;
 )sql";
 
-// Version 2 (issue 14): principals, hashed tokens, grants with per-analyst
-// caps, the append-only audit log. Jobs and charges recorded before access
-// control existed (principal "anonymous") are attributed to the bootstrap
-// curator "curator" (created at the next start): the ledger's UPDATE trigger
-// is lifted for this one rewrite of the principal column, inside the
+// Version 2 (access control): principals, hashed tokens, grants with
+// per-analyst caps, the append-only audit log. Jobs and charges recorded before
+// access control existed (principal "anonymous") are attributed to the
+// bootstrap curator "curator" (created at the next start): the ledger's UPDATE
+// trigger is lifted for this one rewrite of the principal column, inside the
 // migration's transaction, and restored.
 constexpr char kV2[] = R"sql(
 CREATE TABLE principals (
@@ -171,15 +171,15 @@ BEGIN
 END;
 )sql";
 
-// Version 3 (issue 14): dataset deletion keeps a tombstone (the metadata
+// Version 3: dataset deletion keeps a tombstone (the metadata
 // row, its ledger and audit history); rows, feature names and grants go.
 constexpr char kV3[] = R"sql(
 ALTER TABLE datasets ADD COLUMN deleted_at INTEGER NOT NULL DEFAULT 0;
 )sql";
 
-// Version 4 (piecewise-affine family): the public description of a structured problem
-// (max-affine problems: polytope, b_max, derived bounds; JSON), empty for
-// ordinary datasets.
+// Version 4 (piecewise-affine family): the public description of a structured
+// problem (max-affine problems: polytope, b_max, derived bounds; JSON), empty
+// for ordinary datasets.
 constexpr char kV4[] = R"sql(
 ALTER TABLE datasets ADD COLUMN problem TEXT NOT NULL DEFAULT '';
 )sql";

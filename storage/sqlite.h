@@ -9,7 +9,8 @@
 //   Transaction rolls back in its destructor unless Commit() succeeded;
 //               kImmediate takes the write lock at BEGIN (check-and-charge).
 //
-// Error mapping (design.md §4), applied to every SQLite result code:
+// Error mapping (docs/architecture.md, "Error model"), applied to every
+// SQLite result code:
 //   SQLITE_BUSY / SQLITE_LOCKED         -> UNAVAILABLE (retry later)
 //   SQLITE_CORRUPT / SQLITE_NOTADB      -> DATA_LOSS
 //   SQLITE_CONSTRAINT_UNIQUE / _PRIMARYKEY -> ALREADY_EXISTS
@@ -258,7 +259,7 @@ class Transaction {
 // returns the hook's error, so the change and whatever the hook writes
 // commit together or not at all. kDeferred (read) transactions never run
 // it. The server uses it to write an RPC's audit record in the same
-// transaction as the change it records (issue 14). Hooks do not nest: a
+// transaction as the change it records. Hooks do not nest: a
 // second ScopedCommitHook on the same thread replaces the first until it
 // is destroyed.
 class ScopedCommitHook {

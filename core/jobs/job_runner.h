@@ -1,7 +1,9 @@
 // JobRunner: a fixed pool of worker threads fed by a bounded FIFO queue, with
-// per-job cancellation and deterministic shutdown (design.md §3 item 10).
+// per-job cancellation and deterministic shutdown (docs/architecture.md,
+// convention "deterministic shutdown").
 //
-// Admission protocol (design.md §5, "a full queue never costs budget"):
+// Admission protocol (docs/architecture.md, invariant "charge before
+// data"; a full queue never costs budget):
 //   1. ticket = runner.Reserve()      // RESOURCE_EXHAUSTED "job queue full"
 //   2. charge the ledger               // durable, before any data access
 //   3. runner.Submit(std::move(ticket), job_id, work)

@@ -1,4 +1,4 @@
-// Poisson subsampling in time proportional to the batch (issue 10): geometric
+// Poisson subsampling in time proportional to the batch: geometric
 // skips between candidate rows, then an exact thinning, so that every row is
 // included independently with probability EXACTLY q (the double the
 // accountant charges), using only the secure generator's uniform words and

@@ -3,10 +3,11 @@
 // density proportional to exp(-lambda ||w||_2), which is epsilon-DP for a
 // query of L2 sensitivity Delta when lambda = epsilon / Delta. Sampled
 // exactly on a power-of-two grid, with no floating-point noise value
-// (design.md §5; Mironov 2012 for why textbook floating-point noise leaks).
+// (docs/architecture.md, invariant "secure noise only"; Mironov 2012 for why
+// textbook floating-point noise leaks).
 //
-// Construction (ours; spec piecewise-affine §2.0 P2 samples radius and direction in
-// floating point, which is not secure):
+// Construction (ours; the paper, Sec. 5.1, samples a Gamma radius and a
+// Gaussian direction in floating point, which is not secure):
 //
 //  1. Gaussian scale mixture. If G ~ Gamma((n + 1) / 2, 1) and Z ~ N(0, I_n)
 //     are independent, Y = sqrt(2 G) Z / lambda has density proportional to
@@ -70,7 +71,7 @@ struct VectorLaplacePlan {
   // The exact rate sampled, beta / g <= epsilon / effective_sensitivity.
   double lambda = 0;
   // E ||w||_2 = n / lambda and E w_j^2 = (n + 1) / lambda^2 (Theorem 9's
-  // moments, spec §2.0 P2), for display.
+  // moments), for display.
   double expected_norm = 0;
   double coordinate_stddev = 0;
 };

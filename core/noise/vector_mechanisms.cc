@@ -15,7 +15,7 @@
 namespace dpopt::noise {
 namespace {
 
-// Noise scale in grid units is about 2^kGridBits (issue 3; Mironov 2012).
+// Noise scale in grid units is about 2^kGridBits (Mironov 2012).
 constexpr int kGridBits = 20;
 constexpr double kMaxGridUnits = 0x1.0p62;
 // Multiplicative margin that covers the rounding of a few floating-point

@@ -1,6 +1,6 @@
-// Additive noise for vector-valued queries (gradients), through exact
-// samplers on a power-of-two grid (design.md §5; Mironov 2012 for why
-// floating-point noise leaks).
+// Additive noise for vector-valued queries (gradients), through exact samplers
+// on a power-of-two grid (docs/architecture.md, invariant "secure noise only";
+// Mironov 2012 for why floating-point noise leaks).
 //
 // Gaussian: the value is rounded coordinate-wise to the nearest point of the
 // grid g = 2^k; two neighbouring values at L2 distance <= s are at distance

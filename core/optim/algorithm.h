@@ -1,7 +1,8 @@
 // The algorithm interface every optimizer job implements, and the value types
 // that cross it.
 //
-// Life of a job (design.md §5):
+// Life of a job (docs/architecture.md, "Life of a job" and invariant "charge
+// before data"):
 //   1. The server builds PublicDatasetInfo from the dataset's PUBLIC metadata
 //      and calls Calibrate(): data-free, it fixes every privacy parameter
 //      (noise, steps, sampling rate, clip norm) and returns the DpEvent the
@@ -51,8 +52,8 @@ struct PublicDatasetInfo {
   double row_norm_bound = 0;
   privacy::Relation relation = privacy::Relation::kAddRemove;
   // Public description of a structured problem stored with the dataset
-  // (piecewise-affine family's max-affine problems, core/optim/piecewise_affine/problem.h); empty
-  // for ordinary datasets.
+  // (piecewise-affine family's max-affine problems,
+  // core/optim/piecewise_affine/problem.h); empty for ordinary datasets.
   std::string problem_json;
 };
 
@@ -86,15 +87,15 @@ struct Calibration {
   // Human-readable remarks (e.g. relation conversion, grid rounding).
   std::vector<std::string> notes;
   // The target this calibration was made for (Run() of algorithms whose
-  // public schedule depends on it, e.g. bilevel family's paper-mode inner solver,
-  // re-derives it from here).
+  // public schedule depends on it, e.g. bilevel family's paper-mode inner
+  // solver, re-derives it from here).
   PrivacyTarget target;
   // Exactly what Run() will release; the server charges this event.
   privacy::DpEvent event;
   // The neighbouring relation `event` was analysed under.
   privacy::Relation relation = privacy::Relation::kAddRemove;
-  // PublicDatasetInfo::problem_json the calibration was made for (piecewise-affine family
-  // runs on it); empty otherwise.
+  // PublicDatasetInfo::problem_json the calibration was made for
+  // (piecewise-affine family runs on it); empty otherwise.
   std::string problem_json;
 };
 
@@ -141,8 +142,8 @@ class SolveContext {
 };
 
 // A named privatized output beyond the model (post-processing of charged
-// releases), returned to the analyst as is: e.g. bilevel family's outer iterates
-// and tuned hyperparameters. Never anything computed from private rows
+// releases), returned to the analyst as is: e.g. bilevel family's outer
+// iterates and tuned hyperparameters. Never anything computed from private rows
 // without noise.
 struct ReleasedOutput {
   std::string name;

@@ -72,9 +72,10 @@ class DpSgd final : public Algorithm {
     const double delta = target.delta;
     const bool replace_one = info.relation == privacy::Relation::kReplaceOne;
     if (replace_one && q < 1.0) {
-      // Poisson sampling is analysed under add/remove (design.md §5); the
-      // ledger has no proven conversion of a sampled add/remove RDP curve to
-      // replace-one, so refuse before anything is charged.
+      // Poisson sampling is analysed under add/remove (docs/architecture.md,
+      // invariant "one neighbouring relation per dataset"); the ledger has no
+      // proven conversion of a sampled add/remove RDP curve to replace-one, so
+      // refuse before anything is charged.
       return absl::FailedPreconditionError(
           "DP-SGD's Poisson subsampling is analysed under add/remove; this "
           "dataset is declared replace-one. Use dp_gd (full batch) or a "

@@ -1,5 +1,5 @@
 // DP-GD / DP-SGD (Abadi et al. 2016, with Poisson subsampling by the server
-// and exactly sampled rounded Gaussian noise; issue 2 "core/").
+// and exactly sampled rounded Gaussian noise).
 //
 // Per step t (see PrivateGradientOracle for the exact release):
 //   g_t = (sum_{i in B_t} clip_C(grad loss_i(w_t)) + g round(N(0, tau^2 I)))

@@ -66,8 +66,9 @@ class Objective {
                                 const Eigen::Ref<const Eigen::VectorXd>& c,
                                 double scale,
                                 Eigen::Ref<Eigen::VectorXd> out) const;
-  // Per-example clipping, total on finite input (design.md §5): whether a
-  // job succeeds must never depend on the rows. Adds
+  // Per-example clipping, total on finite input (docs/architecture.md,
+  // invariant "outcomes depend only on what was charged"): whether a job
+  // succeeds must never depend on the rows. Adds
   //   clip_C(grad_i(w)) = grad_i(w) * min(1, C / ||grad_i(w)||)
   // to `out`, in the L2 or L1 norm. For every finite row (entries up to
   // +-1.8e308, subnormals, -0) and finite w the added vector is finite with

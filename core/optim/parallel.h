@@ -1,4 +1,4 @@
-// Deterministic multi-threading for the row kernels (issue 10, "Kernels").
+// Deterministic multi-threading for the row kernels.
 //
 // Large sums over rows (full-batch gradients, evaluation on large sets, DP-GD
 // clipped sums) are split into chunks of consecutive rows. The partition

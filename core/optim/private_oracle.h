@@ -2,7 +2,8 @@
 // Every method returns a privatized quantity and charges its DP event to the
 // run's ReleaseBudget BEFORE reading the data.
 //
-// Gaussian gradient release (issue 2; design.md §5), for a query (q, C, z)
+// Gaussian gradient release (docs/architecture.md, invariants "server-side
+// sampling and clipping" and "secure noise only"), for a query (q, C, z)
 // on the public row count n:
 //   1. Poisson sampling by the server: each row is included independently
 //      with probability exactly q (noise::PoissonSampler: below q = 1/8
@@ -28,7 +29,7 @@
 // the event PoissonSampled(q, DiscreteLaplace(b_mult))
 // (LaplaceGradientEvent()).
 //
-// Computation (issue 10, "Kernels"): steps 2-3 are
+// Computation: steps 2-3 are
 // Objective::AddClippedGradientSum (batched gather / clip / scatter, row
 // norms computed on the fly); ExactGradient is Objective::AddGradientSum.
 // Batches longer than one chunk (parallel.h ChunkRows; e.g. DP-GD's q = 1)
@@ -37,9 +38,9 @@
 // release depends on the number of sampled rows and their nonzeros, not on
 // the values in them (objective.h, "Timing").
 //
-// Extending: new privatized queries (e.g. line-search family's clipped loss sums for
-// the noisy line search) belong here as further methods, each charging its
-// exact event first.
+// Extending: new privatized queries (e.g. line-search family's clipped loss
+// sums for the noisy line search) belong here as further methods, each charging
+// its exact event first.
 #ifndef DPOPT_CORE_OPTIM_PRIVATE_ORACLE_H_
 #define DPOPT_CORE_OPTIM_PRIVATE_ORACLE_H_
 

@@ -1,7 +1,8 @@
-// The one, non-virtual solve loop (design.md §3 items 4, 6, 7). It owns
-// step counting, the job-internal budget (through the oracle it drives),
-// cancellation and the trace; an IterativeMethod only asks the oracle for
-// privatized quantities and updates its iterate (post-processing).
+// The one, non-virtual solve loop (docs/architecture.md, conventions "one solve
+// loop" and "update rules are post-processing"). It owns step counting, the
+// job-internal budget (through the oracle it drives), cancellation and the
+// trace; an IterativeMethod only asks the oracle for privatized quantities and
+// updates its iterate (post-processing).
 #ifndef DPOPT_CORE_OPTIM_SOLVE_LOOP_H_
 #define DPOPT_CORE_OPTIM_SOLVE_LOOP_H_
 

@@ -1,6 +1,7 @@
 // Update rules: pure functions of privatized gradients and public
-// hyper-parameters, hence post-processing (design.md §3 item 6; after
-// ensmallen's sgd/update_policies). They never see data.
+// hyper-parameters, hence post-processing (docs/architecture.md, convention
+// "update rules are post-processing"; after ensmallen's
+// sgd/update_policies). They never see data.
 #ifndef DPOPT_CORE_OPTIM_UPDATE_RULES_H_
 #define DPOPT_CORE_OPTIM_UPDATE_RULES_H_
 

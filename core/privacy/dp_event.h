@@ -1,6 +1,7 @@
 // Privacy cost as a value: a composable, serializable DP event tree, after
-// dp_accounting's dp_event.py (design.md §3 item 5). The ledger stores the
-// event's JSON so costs can be recomputed with a better accountant later.
+// dp_accounting's dp_event.py (docs/architecture.md, convention "privacy cost
+// is a value"). The ledger stores the event's JSON so costs can be recomputed
+// with a better accountant later.
 //
 // Parameters are relative to the mechanism's sensitivity (noise multipliers),
 // so one event describes a mechanism independently of the clipping norm.

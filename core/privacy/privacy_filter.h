@@ -39,11 +39,12 @@
 // order inf, EpsilonDelta, exponential, sparse vector) round up to the unit
 // only, so 0.5 + 0.5 fills a budget of 1 exactly, under both filters.
 //
-// Relations (design.md §5): an event analysed under the dataset's relation is
-// charged as is. An add/remove event charged to a replace-one dataset is
-// converted by group privacy with group size 2 (ConvertToRelation); a
-// replace-one event on an add/remove dataset, or a sampled add/remove event on
-// a replace-one dataset, is refused with FAILED_PRECONDITION.
+// Relations (docs/architecture.md, invariant "one neighbouring relation per
+// dataset"): an event analysed under the dataset's relation is charged as is.
+// An add/remove event charged to a replace-one dataset is converted by group
+// privacy with group size 2 (ConvertToRelation); a replace-one event on an
+// add/remove dataset, or a sampled add/remove event on a replace-one dataset,
+// is refused with FAILED_PRECONDITION.
 #ifndef DPOPT_CORE_PRIVACY_PRIVACY_FILTER_H_
 #define DPOPT_CORE_PRIVACY_PRIVACY_FILTER_H_
 
@@ -60,11 +61,11 @@
 namespace dpopt::privacy {
 
 enum class FilterKind { kRdp, kBasic };
-// kLinfOffsets: piecewise-affine family's relation (spec piecewise-affine §1.3) on max-affine
-// problems: public slopes, private offsets b, Adj(b, b') iff
-// max_i |b_i - b'_i| <= b_max (a public, curator-declared radius). Events
-// analysed under it (pure epsilon-DP mechanisms) are charged only to
-// datasets declared with it, and no other relation converts to or from it.
+// kLinfOffsets: piecewise-affine family's relation (Han, Topcu & Pappas 2014,
+// eq. (4)) on max-affine problems: public slopes, private offsets b, Adj(b, b')
+// iff max_i |b_i - b'_i| <= b_max (a public, curator-declared radius). Events
+// analysed under it (pure epsilon-DP mechanisms) are charged only to datasets
+// declared with it, and no other relation converts to or from it.
 enum class Relation { kAddRemove, kReplaceOne, kLinfOffsets };
 
 struct BudgetConfig {

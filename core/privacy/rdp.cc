@@ -307,7 +307,7 @@ double RdpPureDp(double epsilon, double alpha) {
 double RdpGaussianSparseVector(double zt, double zq, int64_t max_queries,
                                double alpha) {
   if (zt == 0 || zq == 0 || std::isinf(alpha)) return kInf;
-  // Zhu & Wang 2020, Thm 8 (spec §3.5, Gaussian NOISYBTLS raw(alpha)).
+  // Zhu & Wang 2020, Thm 8 (the Gaussian NOISYBTLS's raw(alpha)).
   const double k = static_cast<double>(max_queries) + 1;
   return alpha / (zt * zt) + 2 * alpha / (zq * zq) + std::log(k) / (alpha - 1);
 }

@@ -82,8 +82,7 @@ double RdpPureDp(double epsilon, double alpha);
 // non-monotone queries of sensitivity Delta, at most max_queries queries
 // (k = max_queries + 1 outcomes: "above" at 1..max_queries or none). Zhu &
 // Wang, "Improving Sparse Vector Technique with Renyi Differential Privacy",
-// NeurIPS 2020, Thm 8 (as in autodp's RDP_gaussian_svt_c1), stated in
-// spec/line-search-dp-line-search.md §1.4 and §3.5:
+// NeurIPS 2020, Thm 8 (as in autodp's RDP_gaussian_svt_c1):
 //   eps(alpha) = alpha / zt^2 + 2 alpha / zq^2 + log(k) / (alpha - 1).
 // Any real alpha > 1; +inf at alpha = inf (no pure-DP bound) or zt/zq = 0.
 // Outcome-sum check: each outcome is an event of the noise vector, and for

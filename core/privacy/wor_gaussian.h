@@ -4,7 +4,8 @@
 // arXiv 1808.00087), Theorem 27 (their Gaussian specialisation of Thm. 9
 // through ternary |chi|^j divergences). Used by
 // ComputeRdp(SampledWithoutReplacement(n, m, Gaussian(z))) (rdp.h) and by
-// distributed-DDA family's visible-activation accounting (spec distributed-DDA §3.5 (c)).
+// distributed-DDA family's visible-activation accounting
+// (core/optim/distributed_dda/accounting.h).
 //
 // For integer alpha >= 2, sampling ratio gamma = m / n and noise multiplier
 // z (sigma / replace-one sensitivity), with g(x) = exp(x (x - 1) / (2 z^2))
@@ -29,11 +30,12 @@
 // about 1 to 2 at the peaks), so the trapezoid rule with step 0.05 over
 // [-(sqrt(K)+40), K/z + sqrt(K) + 40] has an error far below 1e-12 relative
 // (exponentially small in 1/step for integrands analytic in a strip;
-// checked against the 80-digit values in the test); the result is inflated by a factor (1 + 1e-9) and the mass
-// outside the interval (at most exp(-800) relative, plus Phi(x_lo) on the
-// left where the integrand is <= the normal density) is added, so it is an
-// upper bound. The forward-difference branch is used for j <= 64 and
-// z >= 0.25; beyond, the second branch 2 e^{j(j-1)/(2 z^2)} (always valid).
+// checked against the 80-digit values in the test); the result is inflated by a
+// factor (1 + 1e-9) and the mass outside the interval (at most exp(-800)
+// relative, plus Phi(x_lo) on the left where the integrand is <= the normal
+// density) is added, so it is an upper bound. The forward-difference branch is
+// used for j <= 64 and z >= 0.25; beyond, the second branch 2 e^{j(j-1)/(2
+// z^2)} (always valid).
 #ifndef DPOPT_CORE_PRIVACY_WOR_GAUSSIAN_H_
 #define DPOPT_CORE_PRIVACY_WOR_GAUSSIAN_H_
 

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""Accelerated reproduction client (Kuru et al. 2022, §5) for dpopt.v1.
+"""Accelerated reproduction client (Kuru et al. 2022, Sec. 5) for dpopt.v1.
 
-Generates the synthetic data of spec §5.1 with a fixed seed, imports it
-through the dpopt Python client (clients/python), runs the §5 grid as jobs
-(six algorithms x m x T x c x runs), reads the privatized iterate traces
-back (job results with trace_iterates), evaluates
+Generates the synthetic data of the paper's Sec. 5 with a fixed seed,
+imports it through the dpopt Python client (clients/python), runs the
+paper's grid as jobs (six algorithms x m x T x c x runs), reads the
+privatized iterate traces back (job results with trace_iterates), evaluates
 F(x_t) - F* on its own copy of the data, and writes results.md and the
 figures laid out like the paper's Figs. 3 and 4.
 
@@ -28,8 +28,8 @@ COLORS = {100: "green", 200: "black", 500: "blue", 1000: "red"}
 
 
 def make_data():
-    """Spec §5.1: u ~ U[0,1]^d, rows rescaled to ||u||_1 <= 20, w ~ N(0, I),
-    z = sign(u^T w) in {-1, +1}."""
+    """The paper's Sec. 5: u ~ U[0,1]^d, rows rescaled to ||u||_1 <= 20,
+    w ~ N(0, I), z = sign(u^T w) in {-1, +1}."""
     rng = np.random.default_rng(SEED)
     u = rng.random((N, D))
     l1 = np.abs(u).sum(axis=1)
@@ -52,8 +52,8 @@ def gradient(u, z, x):
 
 
 def solve_optimum(u, z, L, mu):
-    """Spec §2.8: non-private NAG, alpha = 1/L, from x0 = 10*1 (run 3000
-    iterations to be safe; the paper uses 1000)."""
+    """As in the paper's Sec. 5: non-private NAG, alpha = 1/L, from x0 = 10*1
+    (run 3000 iterations to be safe; the paper uses 1000)."""
     k = L / mu
     beta = (np.sqrt(k) - 1) / (np.sqrt(k) + 1)
     x = np.full(D, 10.0)
@@ -78,9 +78,10 @@ def main():
 
     t_start = time.monotonic()
     u, z = make_data()
-    # L as in the paper (spec §5.2): lambda_max(U^T U / n) + 2 lambda. This
+    # L as in the paper (Sec. 5): lambda_max(U^T U / n) + 2 lambda. This
     # reads the data: the experimenter generated it and declares L as a
-    # public input of the jobs (spec §7 A2; a reproduction setting).
+    # public input of the jobs (a reproduction setting; the paper computes L
+    # from the data without accounting for it).
     L = float(np.linalg.eigvalsh(u.T @ u / N).max() + 2 * LAM)
     mu = 2 * LAM
     x_star, f_star, gnorm = solve_optimum(u, z, L, mu)
@@ -105,7 +106,8 @@ def main():
         "accelerated-synthetic", u, z, epsilon_budget=epsilon_budget, delta_budget=0.0,
         budget_filter="basic", relation="add_remove", label_type="binary",
         bounds={"lower": [0.0] * D, "upper": [1.0] * D},
-        description="accelerated family synthetic data (spec §5.1), reproduction setting")
+        description="accelerated family synthetic data (Kuru et al. 2022, Sec. 5), "
+                    "reproduction setting")
     print(f"imported {info.name}: rows={info.rows} budget eps={epsilon_budget:g} "
           f"(basic composition, add/remove)", flush=True)
 
@@ -153,7 +155,7 @@ def main():
     print(f"all {n_jobs} jobs done in {elapsed:.0f} s; ledger: {b.charges} charges, "
           f"epsilon spent {b.epsilon_spent:.6f}", flush=True)
 
-    # Mean curves (arithmetic mean over runs, spec §7 B15).
+    # Mean curves (arithmetic mean over runs, as in the paper's figures).
     curves = {}
     for cell, rs in errors.items():
         steps = rs[0][0]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Reproduces the experiment of accelerated family (Kuru et al. 2022, §5, Figs. 3-4)
-# through dpopt's gRPC API with the dpopt Python client (clients/python).
+# Reproduces the experiment of accelerated family (Kuru et al. 2022, Sec. 5,
+# Figs. 3-4) through dpopt's gRPC API with the dpopt Python client
+# (clients/python).
 #
 # Usage: experiments/accelerated/run.sh [--build-dir DIR] [--runs N] [--quick]
 #   --build-dir DIR  CMake build dir (default: build-accelerated of the repo;
@@ -10,9 +11,9 @@
 #                    temp dir, not to the committed results
 #
 # Starts dpopt-server on a temp DB and a free loopback port, generates the
-# synthetic data of spec §5.1 (fixed seed), imports it as a private dataset
-# (add/remove, basic-composition budget large enough for the grid), runs the
-# grid, and writes results.md and fig3_m100000.png / fig4_m1000.png here.
+# synthetic data of the paper's Sec. 5 (fixed seed), imports it as a private
+# dataset (add/remove, basic-composition budget large enough for the grid), runs
+# the grid, and writes results.md and fig3_m100000.png / fig4_m1000.png here.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

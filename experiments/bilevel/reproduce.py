@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Bilevel (DP bilevel optimization, Kornowski) experiments of
-spec/bilevel-dp-bilevel.md §6 through dpopt's gRPC API.
+"""Bilevel (DP bilevel optimization, Kornowski 2024) experiments through
+dpopt's gRPC API (the paper has none; see README.md).
 
 E1  leak and audit (Example 3.1): naive penalty method reconstructs a record;
     Algorithm 1 is audited empirically (threshold test, Clopper-Pearson) and
@@ -354,7 +354,7 @@ def e3_synthetic(c, args):
     out = []
     for n in ns:
         rng = np.random.default_rng(31 + n)
-        # Signal sd 0.1 per coordinate (the spec's 2/sqrt(d) puts omega*
+        # Signal sd 0.1 per coordinate (sd 2/sqrt(d) would put omega*
         # below weight_min = 1e-3 at these n; see the README).
         w_true = rng.normal(scale=0.1, size=d)
         A = rng.normal(size=(n, d))
@@ -500,7 +500,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default="e1,e2,e3,adult")
-    ap.add_argument("--seeds", type=int, default=10)  # spec §6: >= 10 seeds
+    ap.add_argument("--seeds", type=int, default=10)  # >= 10 seeds per cell
     ap.add_argument("--e1-runs", type=int, default=400)
     ap.add_argument("--e3-eta", type=float, default=10.0)
     ap.add_argument("--adult-eta", type=float, default=0.05)

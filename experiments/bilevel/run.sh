@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bilevel reproduction (spec/bilevel-dp-bilevel.md §6): one command. Builds
+# Bilevel experiments (Kornowski 2024; see README.md): one command. Builds
 # dpopt-server if needed, starts it on a temp DB and a free loopback port,
 # runs reproduce.py through the gRPC API with the dpopt Python client
 # (clients/python, built offline; it generates the stubs from proto/),

@@ -1,7 +1,8 @@
-"""Datasets and reference optima of the distributed-DDA reproduction (spec §5.1, §5.5).
+"""Datasets and reference optima of the distributed-DDA reproduction (Liu,
+Johansson & Shi 2023, Sec. 5).
 
-Every dataset gets unit-L2-norm rows (so L = 1 for the hinge loss, spec
-§2.7) and exactly N = 20 q rows (spec A17: equal shards):
+Every dataset gets unit-L2-norm rows (so L = 1 for the hinge loss) and
+exactly N = 20 q rows (equal shards, as the theory assumes):
   * a9a: the LIBSVM Adult file (the last row dropped: 32,560 = 20 x 1628),
     test accuracy on a9a.t with the same row scaling;
   * ipums-br: every column min-max scaled to [0, 1] (line-search family's

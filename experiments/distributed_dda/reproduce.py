@@ -1,17 +1,19 @@
-"""Distributed-DDA reproduction through the gRPC API (spec §5; issue 13).
+"""Distributed-DDA reproduction through the gRPC API (Liu, Johansson & Shi
+2023, Sec. 5).
 
 Runs dp_dda jobs on a dpopt-server with the dpopt Python client
 (clients/python) and writes the raw results to OUT/runs.json, the reference
 optima to OUT/fstar.json. report.py turns them into tables and figures.
 
-Protocol (spec §5.2-5.6): n = 20 nodes on K_20, the hinge loss on unit-norm
-rows (L = 1), l2-SVM (mu = 5e-4, a_t = t, gamma_t = 20) and l1-SVM
-(phi = 5e-4, a_t = 1, gamma_t = 0.01 sqrt(t)); Algorithm 1 with 1 random
+Protocol (the paper's Sec. 5; see README.md for our choices): n = 20 nodes
+on K_20, the hinge loss on unit-norm rows (L = 1), l2-SVM (mu = 5e-4,
+a_t = t, gamma_t = 20) and l1-SVM (phi = 5e-4, a_t = 1,
+gamma_t = 0.01 sqrt(t)); Algorithm 1 with 1 random
 edge per step (iota = 0.1) and 2 edges (nominal iota = 0.2), and the
 [19]-style baseline (every node adds its noisy gradient at every step,
-iota = 1; spec §5.6 reconstruction, l2 only); epsilon in {0.2, ..., 1.0};
-T = 3 epochs with 1 epoch = q / iota steps (spec A14; baseline: q).
-Noise: the paper's calibration (ACCOUNTING PAPER, sigma_paper of spec §3.3,
+iota = 1; our reconstruction, l2 only); epsilon in {0.2, ..., 1.0};
+T = 3 epochs with 1 epoch = q / iota steps (our reading; baseline: q).
+Noise: the paper's calibration (ACCOUNTING PAPER, sigma_paper of Theorem 1,
 delta0 = 0.01), which the server allows on public datasets only and never
 charges: the datasets are imported as public. The chargeable calibration
 (WBK, replace-one, visible activation) is priced for the same settings by

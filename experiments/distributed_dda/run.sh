@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Distributed-DDA reproduction (spec/distributed-DDA-dp-distributed-dda.md §5; issue 13):
+# Distributed-DDA reproduction (Liu, Johansson & Shi 2023, Sec. 5):
 # one command. Builds dpopt-server and the MPI worker if needed, starts the
 # server (simulation by default; Open MPI for the one MPI configuration) on a
 # temp DB and a free loopback port, runs reproduce.py through the gRPC API

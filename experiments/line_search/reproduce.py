@@ -4,11 +4,12 @@ with the dpopt Python client (clients/python; run.sh builds it).
 
 Curator side (this script, before import): Adult = a9a + a9a.t, Bank, IPUMS-BR;
 every feature min-max scaled to [0, 1] with bounds taken from the full public
-source file (playing the role of curator-declared domain bounds, spec §6 A22;
-the service never computes bounds from rows), a constant-1 bias column
-prepended, labels mapped to -1/+1. One fixed 80/20 split (seed 0). The 80% part
-is imported as a PRIVATE dataset (add/remove, declared bounds [0, 1], a large
-reproduction budget); the 20% part as a PUBLIC dataset used for evaluate_on.
+source file (playing the role of curator-declared domain bounds: fitting
+them on private rows would leak; the service never computes bounds from
+rows), a constant-1 bias column prepended, labels mapped to -1/+1. One fixed
+80/20 split (seed 0). The 80% part is imported as a PRIVATE dataset
+(add/remove, declared bounds [0, 1], a large reproduction budget); the 20%
+part as a PUBLIC dataset used for evaluate_on.
 
 Analyst side: every job goes through SubmitJob; accuracy is the server's
 evaluation on the public 20%; the training objective (unclipped mean loss +
@@ -145,7 +146,7 @@ def main():
         if kind == "logistic":
             return {"logistic_regression": {"l2": MU}}
         # The line-search methods use the hinge loss; baselines that need
-        # smoothness the huberized hinge (spec §4.1).
+        # smoothness the huberized hinge (Chen & Lee 2022, Sec. 5.1).
         if algo.startswith("dp_bl"):
             return {"hinge_svm": {"l2": MU}}
         return {"huberized_hinge_svm": {"l2": MU, "huber_width": 0.5}}

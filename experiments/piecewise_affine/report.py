@@ -3,7 +3,8 @@
 fig4_eps.png) from results.json written by repro.py.
 
 Values are mean f(x; b) over the runs with +-2 standard errors of the mean
-(spec §8 item 14); the sample sd is in results.json. ORACLE_BEST is the
+(our reading of the paper's ambiguous "2 sigma" error bars); the sample sd
+is in results.json. ORACLE_BEST is the
 harness-only, NON-PRIVATE readout min_i f(x^(i); b) of Algorithm 2.
 """
 import json
@@ -94,7 +95,7 @@ def main():
              f"for smaller m), b_max = {meta['b_max']}, P = [-c, c]^d, eps = {meta['eps']} "
              f"unless swept, Alg. 2 with k = {meta['k_default']} unless swept. Each private "
              f"value is the mean over {runs} jobs ± 2 standard errors of the mean "
-             "(spec §8 item 14; the paper used 1000 runs). `refused`: the server refused "
+             "(our reading of the paper's \"2 sigma\"; the paper used 1000 runs). `refused`: the server refused "
              "M_E before charging because exact sampling is infeasible (exp(eps G R / "
              "(2 b_max)) > 1e6). Baselines (f_opt, regular subgradient) are jobs on a "
              "public copy; the centre value is f(0; b) = max_i b_i. * ORACLE_BEST is "
@@ -106,7 +107,7 @@ def main():
     lines += table(r["fig2"], "c", "c")
     lines += ["", "## Fig. 3: error vs m (c = 1)", ""]
     lines += table(r["fig3"], "m", "m")
-    lines += ["", "## Extension: error vs eps (m = 20, c = 1; spec §5.3 grid 0.01-10, extended to 1000)", ""]
+    lines += ["", "## Extension: error vs eps (m = 20, c = 1; not in the paper, eps from 0.01 to 1000)", ""]
     lines += table(r["sweep"], "eps", "eps")
     lines += ["", "## Ledger", "",
               "| dataset | charges | epsilon spent |", "|---|---|---|"]

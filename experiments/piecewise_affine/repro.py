@@ -1,9 +1,10 @@
 #!/usr/bin/python3
-"""Piecewise-affine reproduction client (Han, Topcu & Pappas 2014, §5) for dpopt.v1.
+"""Piecewise-affine reproduction client (Han, Topcu & Pappas 2014, Sec. 5)
+for dpopt.v1.
 
-Spec piecewise-affine-piecewise-affine.md §5.3: one instance (d = 5, a_ij and b_i ~
-N(0, 1), b_max = 1, m_max = 100 pieces from a recorded seed; prefixes for
-smaller m), eps = 0.1, and
+One instance (d = 5, a_ij and b_i ~ N(0, 1), b_max = 1, m_max = 100 pieces
+from a recorded seed; prefixes for smaller m; the paper states none of
+these), eps = 0.1, and
   Fig. 1  error vs the number of iterations k (m = 20, c = 1),
   Fig. 2  error vs c (m = 20),
   Fig. 3  error vs m (c = 1),
@@ -17,9 +18,10 @@ copy of the instance) and the 0-DP centre of P.
 Every private run is one job through the gRPC API (dpopt Python client,
 clients/python), charged to a private max-affine dataset imported with the
 CLI (`dpopt dataset import --polytope --b-max`). The driver generated the
-data, so it evaluates f(x; b) with the true offsets itself (spec §8 item
-15); the ORACLE_BEST readout min_i f(x^(i); b) is computed here from the
-released iterates and is NOT differentially private (harness only).
+data, so it evaluates f(x; b) with the true offsets itself (never with the
+privatised ones); the ORACLE_BEST readout min_i f(x^(i); b) is computed here
+from the released iterates and is NOT differentially private (harness
+only).
 """
 
 import argparse
@@ -37,10 +39,10 @@ SEED = 1403613  # arXiv 1403.6135
 K_GRID = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]
 C_GRID = [0.1, 0.3, 1.0, 3.0, 10.0, 30.0]
 M_GRID = [5, 10, 20, 50, 100]
-# Spec §5.3's sweep {0.01, ..., 10}, extended to 1000: at the paper's b_max =
-# 1 (the offsets' own scale) every mechanism is still near-random at eps = 10;
-# the large values show where each one approaches f_opt (spec §7 item 16
-# checks Theorem 24 at eps = 1e3 too).
+# An eps sweep (not in the paper) from 0.01 to 1000: at the paper's b_max = 1
+# (the offsets' own scale) every mechanism is still near-random at eps = 10;
+# the large values show where each one approaches f_opt (and where Theorem
+# 24's bound is not vacuous, e.g. eps = 1e3).
 EPS_GRID = [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 1000.0]
 K_DEFAULT = 100
 MECHS = [  # (key, label, algorithm JSON)

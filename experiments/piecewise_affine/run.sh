@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Reproduces the experiments of piecewise-affine family (Han, Topcu & Pappas 2014, §5:
-# Figs. 1-3, plus the epsilon sweep of spec §5.3) through dpopt's gRPC API.
+# Reproduces the experiments of piecewise-affine family (Han, Topcu & Pappas
+# 2014, Sec. 5: Figs. 1-3, plus an epsilon sweep) through dpopt's gRPC API.
 #
 # Usage: experiments/piecewise_affine/run.sh [--build-dir DIR] [--runs N] [--quick]
 #   --build-dir DIR  CMake build dir (default: build of the repo, as
@@ -12,7 +12,7 @@
 #                    committed results
 #
 # Starts dpopt-server on a temp DB and a free loopback port, generates the
-# instance of spec §5.3 (fixed seed), imports it with the CLI as private
+# instance (fixed seed; see README.md), imports it with the CLI as private
 # max-affine datasets (one per (m, c), basic-composition budget large enough
 # for the grid) and public copies for the non-private baselines, runs every
 # point as jobs through the Python client, and writes results.json,

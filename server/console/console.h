@@ -1,4 +1,4 @@
-// The web console's HTTP(S) listener (issue 16): off unless the server is
+// The web console's HTTP(S) listener: off unless the server is
 // started with --console_listen. Read-only. Routes:
 //   /console/, /console/jobs, /console/jobs/ID, /console/datasets/NAME,
 //   /console/ledger/NAME, /console/login   the page shell (no data)

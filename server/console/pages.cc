@@ -38,7 +38,8 @@ std::string CodeName(grpc::StatusCode code) {
   return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
 }
 
-// The API's own message (never private data, design.md §5), escaped.
+// The API's own message (never private data: docs/architecture.md,
+// invariant "nothing unprivatized leaves the server"), escaped.
 Page ErrorPage(const grpc::Status& s) {
   Page p;
   p.http_status = HttpStatus(s.error_code());

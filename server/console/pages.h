@@ -1,4 +1,4 @@
-// The web console's pages (issue 16), rendered server-side as HTML
+// The web console's pages, rendered server-side as HTML
 // fragments with inline SVG plots.
 //
 // Every page is built ONLY from replies of the public gRPC API, called over

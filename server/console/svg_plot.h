@@ -1,4 +1,4 @@
-// Server-side SVG line plots for the web console (issue 16): no JavaScript
+// Server-side SVG line plots for the web console: no JavaScript
 // charting library, nothing fetched at run time (air-gapped sites).
 #ifndef DPOPT_SERVER_CONSOLE_SVG_PLOT_H_
 #define DPOPT_SERVER_CONSOLE_SVG_PLOT_H_

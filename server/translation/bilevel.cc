@@ -11,20 +11,10 @@ namespace {
 
 namespace s0 = optim::bilevel;
 
+using translation::CheckFinite;
+// Core Validate() messages, as INVALID_ARGUMENT naming the field.
 absl::Status Field(const std::string& field, const absl::Status& s) {
-  if (s.ok()) return s;
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", s.message()));
-}
-
-absl::Status CheckFinite(const std::string& field,
-                         std::initializer_list<double> values) {
-  for (double v : values) {
-    if (!std::isfinite(v)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": every number must be finite"));
-    }
-  }
-  return absl::OkStatus();
+  return translation::InvalidWithField(field, s);
 }
 
 absl::StatusOr<s0::ConstraintSet> TranslateOuterSet(
@@ -109,26 +99,6 @@ std::vector<double> ToVector(
 }
 
 }  // namespace
-
-bool IsBilevel(const v1::AlgorithmSpec& a) {
-  switch (a.algorithm_case()) {
-    case v1::AlgorithmSpec::kDpBilevel:
-    case v1::AlgorithmSpec::kDpBilevelMinibatch:
-    case v1::AlgorithmSpec::kDpTuneRegularization:
-    case v1::AlgorithmSpec::kDpGridSearch:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool BilevelUsesModel(const v1::AlgorithmSpec& a) {
-  return !(a.has_dp_bilevel() || a.has_dp_bilevel_minibatch());
-}
-
-bool BilevelIsNonPrivate(const v1::AlgorithmSpec& a) {
-  return a.has_dp_bilevel() && a.dp_bilevel().naive();
-}
 
 absl::StatusOr<s0::DpBilevelOptions> TranslateDpBilevel(
     const v1::DpBilevel& m, bool minibatch, const std::string& field) {
@@ -275,6 +245,61 @@ absl::StatusOr<s0::DpGridSearchOptions> TranslateDpGridSearch(
   if (m.selection_share() != 0) o.selection_share = m.selection_share();
   RETURN_IF_ERROR(Field(field, o.Validate()));
   return o;
+}
+
+namespace {
+
+JobTypeTraits BilevelTraits(const v1::AlgorithmSpec& a) {
+  JobTypeTraits t;
+  if (a.has_dp_bilevel() || a.has_dp_bilevel_minibatch()) {
+    t.trains_model = false;
+    t.output_name = "bilevel_outer_variable";
+  }
+  t.non_private = a.has_dp_bilevel() && a.dp_bilevel().naive();
+  return t;
+}
+
+absl::StatusOr<std::unique_ptr<optim::Algorithm>> TranslateBilevel(
+    const TranslationInput& in) {
+  const v1::AlgorithmSpec& a = in.spec.algorithm();
+  switch (a.algorithm_case()) {
+    case v1::AlgorithmSpec::kDpBilevel:
+    case v1::AlgorithmSpec::kDpBilevelMinibatch: {
+      const bool minibatch = a.has_dp_bilevel_minibatch();
+      ASSIGN_OR_RETURN(s0::DpBilevelOptions o,
+                       TranslateDpBilevel(minibatch ? a.dp_bilevel_minibatch()
+                                                    : a.dp_bilevel(),
+                                          minibatch, in.field));
+      return s0::NewDpBilevel(o);
+    }
+    case v1::AlgorithmSpec::kDpTuneRegularization: {
+      ASSIGN_OR_RETURN(
+          s0::DpTuneOptions o,
+          TranslateDpTune(a.dp_tune_regularization(), in.model, in.field));
+      return s0::NewDpTune(o);
+    }
+    case v1::AlgorithmSpec::kDpGridSearch: {
+      ASSIGN_OR_RETURN(
+          s0::DpGridSearchOptions o,
+          TranslateDpGridSearch(a.dp_grid_search(), in.model, in.field));
+      return s0::NewDpGridSearch(o);
+    }
+    default:
+      return absl::InvalidArgumentError("not a bilevel job type");
+  }
+}
+
+}  // namespace
+
+const JobFamily& BilevelFamily() {
+  static const JobFamily* family = new JobFamily{
+      "bilevel",
+      {v1::AlgorithmSpec::kDpBilevel, v1::AlgorithmSpec::kDpBilevelMinibatch,
+       v1::AlgorithmSpec::kDpTuneRegularization,
+       v1::AlgorithmSpec::kDpGridSearch},
+      &BilevelTraits,
+      &TranslateBilevel};
+  return *family;
 }
 
 }  // namespace dpopt::server

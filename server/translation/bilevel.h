@@ -12,15 +12,14 @@
 #include "core/optim/bilevel/dp_tune.h"
 #include "core/optim/bilevel/grid_search.h"
 #include "dpopt/v1/job_spec.pb.h"
+#include "server/translation/job_family.h"
 
 namespace dpopt::server {
 
-// Whether `a` is a bilevel job type, and whether it trains a model of the
-// spec's ModelSpec (dp_bilevel* do not: their problem defines the model).
-bool IsBilevel(const v1::AlgorithmSpec& a);
-bool BilevelUsesModel(const v1::AlgorithmSpec& a);
-// Whether the job runs without privacy (dp_bilevel naive mode).
-bool BilevelIsNonPrivate(const v1::AlgorithmSpec& a);
+// dp_bilevel, dp_bilevel_minibatch, dp_tune_regularization, dp_grid_search.
+// dp_bilevel* solve a server-side catalogue problem (no ModelSpec; they
+// release the outer variable); dp_bilevel with `naive` runs without privacy.
+const JobFamily& BilevelFamily();
 
 // dp_bilevel / dp_bilevel_minibatch (0 = default, see job_spec.proto).
 absl::StatusOr<optim::bilevel::DpBilevelOptions> TranslateDpBilevel(

@@ -12,23 +12,10 @@ namespace {
 
 namespace s4 = optim::distributed_dda;
 
+using translation::CheckFinite;
 absl::Status Field(const std::string& field, const absl::Status& s) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(field, ": ", s.message()));
+  return translation::WithField(field, s);
 }
-
-absl::Status CheckFinite(const std::string& field,
-                         std::initializer_list<double> values) {
-  for (double v : values) {
-    if (!std::isfinite(v)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": every number must be finite"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::StatusOr<s4::DpDdaOptions> TranslateDpDda(const v1::DpDda& m,
                                                 const optim::ModelConfig& model,
@@ -130,7 +117,9 @@ absl::StatusOr<s4::DpDdaOptions> TranslateDpDda(const v1::DpDda& m,
         return absl::PermissionDeniedError(absl::StrCat(
             field,
             ".accounting: PAPER uses the paper's Theorem 1 noise, which "
-            "carries no valid guarantee (spec §3.4); it runs only on public "
+            "carries no valid guarantee (see "
+            "docs/algorithms/distributed_dda.md); "
+            "it runs only on public "
             "datasets"));
       }
       o.accounting = s4::AccountingMode::kPaper;
@@ -182,6 +171,29 @@ absl::StatusOr<s4::DpDdaOptions> TranslateDpDda(const v1::DpDda& m,
   }
   RETURN_IF_ERROR(Field(field, o.Validate()));
   return o;
+}
+
+JobTypeTraits DistributedDdaTraits(const v1::AlgorithmSpec&) {
+  return JobTypeTraits();
+}
+
+absl::StatusOr<std::unique_ptr<optim::Algorithm>> TranslateDistributedDda(
+    const TranslationInput& in) {
+  ASSIGN_OR_RETURN(s4::DpDdaOptions o,
+                   TranslateDpDda(in.spec.algorithm().dp_dda(), in.model,
+                                  in.spec.trace_every(), in.dataset_is_public,
+                                  in.env.mpi, in.field));
+  return s4::NewDpDda(o);
+}
+
+}  // namespace
+
+const JobFamily& DistributedDdaFamily() {
+  static const JobFamily* family = new JobFamily{"distributed_dda",
+                                                 {v1::AlgorithmSpec::kDpDda},
+                                                 &DistributedDdaTraits,
+                                                 &TranslateDistributedDda};
+  return *family;
 }
 
 }  // namespace dpopt::server

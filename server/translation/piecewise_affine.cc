@@ -51,8 +51,8 @@ absl::Status ApplyMaxAffineHeader(const v1::ImportHeader& h,
   if (h.relation() != v1::NEIGHBOURING_RELATION_UNSPECIFIED &&
       h.relation() != v1::LINF_OFFSETS) {
     return absl::InvalidArgumentError(
-        "a max-affine problem has the l-infinity offset relation (spec "
-        "piecewise-affine §1.3); leave relation unset");
+        "a max-affine problem has the l-infinity offset relation (offsets "
+        "differ by at most b_max in every piece); leave relation unset");
   }
   if (h.format() != v1::DATASET_FORMAT_CSV) {
     return absl::InvalidArgumentError(
@@ -120,35 +120,27 @@ absl::StatusOr<v1::MaxAffineInfo> MaxAffineInfoOf(const std::string& json) {
   return out;
 }
 
-bool IsPiecewiseAffine(const AlgorithmSpec& a) {
-  switch (a.algorithm_case()) {
-    case AlgorithmSpec::kPaPerturbProblem:
-    case AlgorithmSpec::kPaPerturbSolution:
-    case AlgorithmSpec::kPaExponential:
-    case AlgorithmSpec::kPaSubgradient:
-    case AlgorithmSpec::kPaSolve:
-      return true;
-    default:
-      return false;
-  }
-}
+namespace {
 
-bool PiecewiseAffineIsNonPrivate(const AlgorithmSpec& a) {
-  return a.algorithm_case() == AlgorithmSpec::kPaSolve;
+JobTypeTraits PiecewiseAffineTraits(const AlgorithmSpec& a) {
+  JobTypeTraits t;
+  t.trains_model = false;
+  t.output_name = "max_affine_decision";
+  t.dataset_kind = DatasetKind::kMaxAffine;
+  t.non_private = a.algorithm_case() == AlgorithmSpec::kPaSolve;
+  return t;
 }
 
 absl::StatusOr<std::unique_ptr<optim::Algorithm>> TranslatePiecewiseAffine(
-    const AlgorithmSpec& a, std::string* name, int64_t* steps) {
-  *steps = 1;
+    const TranslationInput& in) {
+  const AlgorithmSpec& a = in.spec.algorithm();
   switch (a.algorithm_case()) {
     case AlgorithmSpec::kPaPerturbProblem: {
-      *name = "pa_perturb_problem";
       s1::PerturbProblemOptions o;
       o.release_offsets = !a.pa_perturb_problem().omit_offsets();
       return s1::NewPerturbProblem(o);
     }
     case AlgorithmSpec::kPaPerturbSolution: {
-      *name = "pa_perturb_solution";
       s1::PerturbSolutionOptions o;
       o.noise = a.pa_perturb_solution().noise() == v1::PA_SOLUTION_NOISE_TIGHT
                     ? s1::SolutionNoise::kTight
@@ -157,7 +149,6 @@ absl::StatusOr<std::unique_ptr<optim::Algorithm>> TranslatePiecewiseAffine(
       return s1::NewPerturbSolution(o);
     }
     case AlgorithmSpec::kPaExponential: {
-      *name = "pa_exponential";
       s1::ExponentialOptions o;
       const double cap = a.pa_exponential().max_expected_proposals();
       if (cap != 0) o.max_expected_proposals = cap;
@@ -169,28 +160,37 @@ absl::StatusOr<std::unique_ptr<optim::Algorithm>> TranslatePiecewiseAffine(
       return s1::NewExponential(o);
     }
     case AlgorithmSpec::kPaSubgradient: {
-      *name = "pa_subgradient";
       ASSIGN_OR_RETURN(
           s1::SubgradientOptions o,
           TranslateSubgradient(a.pa_subgradient(), "algorithm.pa_subgradient"));
-      *steps = o.iterations;
       return s1::NewSubgradient(o);
     }
     case AlgorithmSpec::kPaSolve: {
-      *name = "pa_solve";
       s1::BaselineOptions o;
       if (a.pa_solve().method() == v1::PA_SOLVE_SUBGRADIENT) {
         o.method = s1::BaselineMethod::kSubgradient;
         ASSIGN_OR_RETURN(o.subgradient, TranslateSubgradient(
                                             a.pa_solve().subgradient(),
                                             "algorithm.pa_solve.subgradient"));
-        *steps = o.subgradient.iterations;
       }
       return s1::NewBaseline(o);
     }
     default:
       return absl::InvalidArgumentError("not a piecewise-affine algorithm");
   }
+}
+
+}  // namespace
+
+const JobFamily& PiecewiseAffineFamily() {
+  static const JobFamily* family = new JobFamily{
+      "piecewise_affine",
+      {AlgorithmSpec::kPaPerturbProblem, AlgorithmSpec::kPaPerturbSolution,
+       AlgorithmSpec::kPaExponential, AlgorithmSpec::kPaSubgradient,
+       AlgorithmSpec::kPaSolve},
+      &PiecewiseAffineTraits,
+      &TranslatePiecewiseAffine};
+  return *family;
 }
 
 }  // namespace dpopt::server

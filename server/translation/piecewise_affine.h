@@ -1,8 +1,9 @@
-// Piecewise-affine (max-affine problems; spec piecewise-affine-piecewise-affine.md) in proto
-// terms: the dataset kind (ImportHeader.max_affine -> the stored public
-// description, DatasetInfo.max_affine) and the job types of AlgorithmSpec
-// fields 40-49. Called from the thin switches in dataset_manager.cc and
-// spec_translation.cc. Errors are INVALID_ARGUMENT naming the field.
+// Piecewise-affine (max-affine problems; spec
+// piecewise-affine-piecewise-affine.md) in proto terms: the dataset kind
+// (ImportHeader.max_affine -> the stored public description,
+// DatasetInfo.max_affine) and the job types of AlgorithmSpec fields 40-49.
+// Called from the thin switches in dataset_manager.cc and spec_translation.cc.
+// Errors are INVALID_ARGUMENT naming the field.
 #ifndef DPOPT_SERVER_TRANSLATION_PIECEWISE_AFFINE_H_
 #define DPOPT_SERVER_TRANSLATION_PIECEWISE_AFFINE_H_
 
@@ -15,6 +16,7 @@
 #include "core/optim/algorithm.h"
 #include "dpopt/v1/dpopt.pb.h"
 #include "dpopt/v1/job_spec.pb.h"
+#include "server/translation/job_family.h"
 #include "storage/dataset_import.h"
 
 namespace dpopt::server {
@@ -35,12 +37,9 @@ absl::StatusOr<std::string> DescribeMaxAffine(const v1::MaxAffineProblem& m,
 // DatasetInfo.max_affine from the stored description (DATA_LOSS if corrupt).
 absl::StatusOr<v1::MaxAffineInfo> MaxAffineInfoOf(const std::string& json);
 
-// Job types.
-bool IsPiecewiseAffine(const v1::AlgorithmSpec& a);
-bool PiecewiseAffineIsNonPrivate(const v1::AlgorithmSpec& a);
-// The algorithm, its name and its planned steps.
-absl::StatusOr<std::unique_ptr<optim::Algorithm>> TranslatePiecewiseAffine(
-    const v1::AlgorithmSpec& a, std::string* name, int64_t* steps);
+// pa_perturb_problem, pa_perturb_solution, pa_exponential, pa_subgradient
+// (private, on max-affine datasets) and pa_solve (non-private baseline).
+const JobFamily& PiecewiseAffineFamily();
 
 }  // namespace dpopt::server
 

@@ -649,7 +649,8 @@ def write_report(r, out, gb_context):
     text = f"""# Performance
 
 Written by `scripts/bench.sh`{' (SMOKE MODE: tiny runs, numbers meaningless)' if r['smoke'] else ''};
-the raw figures are in `performance.json`. Issue 10 states the targets.
+the raw figures are in `performance.json`. The last column gives the project's
+target for each figure.
 
 - Commit `{commit}`{' (with uncommitted changes)' if dirty else ''}, {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}
 - Machine: {m0['cpu']}, {m0['cores']} cores, Linux {m0['kernel']}; Release build

@@ -1,4 +1,4 @@
-// The Google Benchmark suite of dpopt (issue 10): samplers, accountants,
+// The Google Benchmark suite of dpopt: samplers, accountants,
 // kernels and whole optimizer steps. Prints numbers; never a pass/fail test.
 // scripts/bench.sh runs it (JSON output) and writes docs/performance.md;
 // scripts/bench.sh --smoke runs a few milliseconds of each (ctest bench_smoke)
@@ -286,8 +286,8 @@ std::unique_ptr<optim::Objective> Logistic(const Dataset& d) {
 // BM_ClippedGradientSum runs the oracle's kernel
 // (Objective::AddClippedGradientSum, row norms from the dataset);
 // BM_ClippedGradientSumPerRow the per-example call with the norms cached
-// (what the oracle did before the batched kernel, and what distributed-DDA family's nodes
-// call).
+// (what the oracle did before the batched kernel, and what distributed-DDA
+// family's nodes call).
 struct GradientBatches {
   // 64 different batches in rotation: like real steps, rows come from
   // anywhere in the dataset (a single repeated batch would stay in cache

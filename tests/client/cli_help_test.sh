@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The dpopt CLI's parsing and help (issue 15), without a server:
+# The dpopt CLI's parsing and help, without a server:
 #  * every group's --help lists each of its commands; a group without a
 #    command exits 2 and shows the same list;
 #  * every command's --help exits 0 and lists its own flags and the globals;

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Concurrency harness (issue 15): a budget is never overspent under any
+"""Concurrency harness: a budget is never overspent under any
 interleaving the harness can produce, and concurrent dataset and job
 operations leave a consistent database.
 

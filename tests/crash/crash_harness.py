@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Crash harness (issue 15): SIGKILLs dpopt-server at random points and checks
+"""Crash harness: SIGKILLs dpopt-server at random points and checks
 the stored invariants after every kill and every restart.
 
 Each trial starts the server on the same database, runs one scenario's

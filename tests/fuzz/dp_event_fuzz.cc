@@ -1,5 +1,5 @@
 // libFuzzer target: DP event JSON (the ledger's stored form) and its
-// pricing by the RDP accountant (issue 15). A parsed event must round-trip
+// pricing by the RDP accountant. A parsed event must round-trip
 // through ToJson, and pricing must give a non-negative epsilon or a clear
 // error, never a crash or NaN.
 #include <cmath>

@@ -1,7 +1,7 @@
 // libFuzzer target: proto3-JSON JobSpec parsing (as the CLI and every JSON
-// client send it) plus the server's validation and translation of the spec
-// (issue 15). Any refusal must be INVALID_ARGUMENT or PERMISSION_DENIED with
-// a message; nothing may crash, hang or trip a sanitizer.
+// client send it) plus the server's validation and translation of the spec.
+// Any refusal must be INVALID_ARGUMENT or PERMISSION_DENIED with a message;
+// nothing may crash, hang or trip a sanitizer.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

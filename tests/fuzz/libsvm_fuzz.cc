@@ -1,4 +1,4 @@
-// libFuzzer target: the LIBSVM parser of dataset import (issue 15).
+// libFuzzer target: the LIBSVM parser of dataset import.
 #include "tests/fuzz/dataset_fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,4 +1,4 @@
-"""Shared pieces of the reliability harnesses (issue 15): a dpopt-server
+"""Shared pieces of the reliability harnesses: a dpopt-server
 process on 127.0.0.1, workload data and specs, and the invariant checker.
 
 Used by tests/crash/crash_harness.py, tests/concurrency/concurrency_harness.py

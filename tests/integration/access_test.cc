@@ -1,4 +1,4 @@
-// Access control end to end (issue 14): every RPC of every service against
+// Access control end to end: every RPC of every service against
 // every role (table-driven, and the table must name every method of the
 // proto services), revocation, expiry, analyst isolation, per-analyst caps
 // under 50 concurrent submitters, TLS and mutual TLS.
@@ -10,8 +10,8 @@
 #include <fstream>
 #include <functional>
 #include <map>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -132,8 +132,7 @@ std::vector<Rpc> Table() {
       {"dpopt.v1.DatasetService.GetDataset",
        [ds](Stubs& s, const std::string&) {
          return Unary<v1::GetDatasetRequest, v1::DatasetInfo>(
-             *s.datasets, &v1::DatasetService::Stub::GetDataset,
-             ds("private"));
+             *s.datasets, &v1::DatasetService::Stub::GetDataset, ds("private"));
        },
        ok, ok, nf},
       {"dpopt.v1.DatasetService.DeleteDataset",
@@ -492,7 +491,7 @@ std::vector<v1::AuditEntry> AuditOf(TestServer& server,
   return out;
 }
 
-// Issue 14: a change and its audit record commit in one transaction.
+// A change and its audit record commit in one transaction.
 TEST_F(AccessTest, AuditRecordsCommitWithTheChangeTheyRecord) {
   Stubs alice = As(alice_token_);
   const std::string job = Submit(alice, "private", 0.5);
@@ -560,7 +559,7 @@ TEST_F(AccessTest, AuditRecordsCommitWithTheChangeTheyRecord) {
   EXPECT_EQ(jobs.jobs_size(), 1);
 }
 
-// 50 concurrent submitters spread over 5 analysts (issue 14): whichever
+// 50 concurrent submitters spread over 5 analysts: whichever
 // limit binds, the analyst caps or the dataset's budget, neither is ever
 // exceeded.
 struct Round {
@@ -583,8 +582,7 @@ Round RunSubmitters(AccessTest* t, TestServer& server,
       if (st.ok()) {
         ++admitted;
       } else if (st.error_code() == grpc::RESOURCE_EXHAUSTED &&
-                 st.error_message().find("over the cap") !=
-                     std::string::npos) {
+                 st.error_message().find("over the cap") != std::string::npos) {
         ++by_cap;
       } else if (st.error_code() == grpc::RESOURCE_EXHAUSTED) {
         ++by_budget;
@@ -681,8 +679,8 @@ TEST_F(AccessTest, DeletionErasesRowsKeepsLedgerAndCancelsJobs) {
   }
   ASSERT_TRUE(server_.Import(Header("doomed", 50), csv).ok());
   auto contains_marks = [&] {
-    const std::string files = FileBytes(server_.db_path()) +
-                              FileBytes(server_.db_path() + "-wal");
+    const std::string files =
+        FileBytes(server_.db_path()) + FileBytes(server_.db_path() + "-wal");
     return files.find(Bytes(marks[0])) != std::string::npos ||
            files.find(Bytes(marks[1])) != std::string::npos;
   };
@@ -705,8 +703,7 @@ TEST_F(AccessTest, DeletionErasesRowsKeepsLedgerAndCancelsJobs) {
   ASSERT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(out.cancelled_jobs(), 1);
   EXPECT_GT(out.blocks_deleted(), 0);
-  EXPECT_EQ(server_.WaitForJob(running.id()).state(),
-            v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(server_.WaitForJob(running.id()).state(), v1::JOB_STATE_CANCELLED);
   // No row value is left in the database file or its WAL.
   EXPECT_FALSE(contains_marks());
   // The dataset is gone for everyone...
@@ -727,9 +724,9 @@ TEST_F(AccessTest, DeletionErasesRowsKeepsLedgerAndCancelsJobs) {
   v1::ListLedgerResponse ledger;
   ASSERT_TRUE(curator.budget->ListLedger(&l, lr, &ledger).ok());
   EXPECT_EQ(ledger.entries_size(), 2);
-  EXPECT_THAT(server_.Import(Header("doomed", 50), SmallCsv(10))
-                  .error_message(),
-              HasSubstr("already exists"));
+  EXPECT_THAT(
+      server_.Import(Header("doomed", 50), SmallCsv(10)).error_message(),
+      HasSubstr("already exists"));
   grpc::ClientContext a;
   v1::ListAuditRequest ar;
   ar.set_dataset("doomed");
@@ -753,8 +750,8 @@ class TlsTest : public ::testing::Test {
   static void SetUpTestSuite() {
     char tmpl[] = "/tmp/dpopt-tls-XXXXXX";
     dir_ = new std::string(mkdtemp(tmpl));
-    const std::string cmd = DataPath("tests/common/make-test-certs.sh") + " " +
-                            *dir_;
+    const std::string cmd =
+        DataPath("tests/common/make-test-certs.sh") + " " + *dir_;
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
   static std::string File(const std::string& name) {
@@ -802,8 +799,7 @@ TEST_F(TlsTest, TlsAndMutualTlsHandshakes) {
       t.pop_back();
       return t;
     }();
-    const std::string target =
-        absl::StrCat("localhost:", server->port());
+    const std::string target = absl::StrCat("localhost:", server->port());
     grpc::SslCredentialsOptions good;
     good.pem_root_certs = ca;
     grpc::SslCredentialsOptions with_client = good;
@@ -816,17 +812,16 @@ TEST_F(TlsTest, TlsAndMutualTlsHandshakes) {
         WhoAmI(target, grpc::SslCredentials(mutual ? with_client : good), token)
             .ok());
     // A client that does not trust the server's CA cannot connect.
-    EXPECT_EQ(WhoAmI(target, grpc::SslCredentials(wrong_ca), token)
-                  .error_code(),
-              grpc::UNAVAILABLE);
+    EXPECT_EQ(
+        WhoAmI(target, grpc::SslCredentials(wrong_ca), token).error_code(),
+        grpc::UNAVAILABLE);
     // Plaintext to a TLS port fails.
-    EXPECT_EQ(WhoAmI(target, grpc::InsecureChannelCredentials(), token)
-                  .error_code(),
-              grpc::UNAVAILABLE);
+    EXPECT_EQ(
+        WhoAmI(target, grpc::InsecureChannelCredentials(), token).error_code(),
+        grpc::UNAVAILABLE);
     if (mutual) {
       // Without a client certificate the handshake is refused.
-      EXPECT_EQ(WhoAmI(target, grpc::SslCredentials(good), token)
-                    .error_code(),
+      EXPECT_EQ(WhoAmI(target, grpc::SslCredentials(good), token).error_code(),
                 grpc::UNAVAILABLE);
     }
     server->Shutdown();
@@ -836,8 +831,8 @@ TEST_F(TlsTest, TlsAndMutualTlsHandshakes) {
 TEST(ListenPolicyTest, PlaintextIsRefusedOffLoopback) {
   server::ServerOptions o;
   o.db_path = "/tmp/unused.db";
-  for (const char* addr : {"0.0.0.0:50051", "10.1.2.3:1", "[::]:5",
-                           "example.org:50051"}) {
+  for (const char* addr :
+       {"0.0.0.0:50051", "10.1.2.3:1", "[::]:5", "example.org:50051"}) {
     o.listen = addr;
     const absl::Status s = o.Validate();
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << addr;

@@ -1,4 +1,4 @@
-// Backup and restore end to end (issue 15): an online backup taken while the
+// Backup and restore end to end: an online backup taken while the
 // server admits and runs jobs, a restore of that (now old) backup, the
 // server's refusal to start on the rolled-back ledger, and the forced start
 // that the curator must ask for explicitly (recorded in the audit log).

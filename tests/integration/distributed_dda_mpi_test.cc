@@ -1,4 +1,4 @@
-// dp_dda on MPI through the real server (issue 13): a server started with
+// dp_dda on MPI through the real server: a server started with
 // MPI settings runs DDA_EXECUTION_MPI jobs on mpirun ranks (production
 // worker: secure generators); a rank that dies or hangs past the deadline
 // ends the job FAILED and still charged, with every rank stopped; a cancel
@@ -31,7 +31,7 @@ std::function<void(server::ServerOptions&)> WithMpi(
     m.worker_args = worker_args;
     m.timeout = timeout;
     m.max_ranks = 8;
-    o.dda_mpi = m;
+    o.mpi = m;
   };
 }
 
@@ -116,7 +116,8 @@ TEST(DistributedDdaMpiServerTest, MpiJobRunsOnRanksAndIsCharged) {
   EXPECT_EQ(Spent(s), charged);
 }
 
-TEST(DistributedDdaMpiServerTest, DeadOrHangingRankFailsTheJobChargedAndStopped) {
+TEST(DistributedDdaMpiServerTest,
+     DeadOrHangingRankFailsTheJobChargedAndStopped) {
   for (const std::string fault : {"die:2:30", "hang:1:30"}) {
     const std::string marker = absl::StrCat("--test-fault=", fault);
     // A rank that dies must surface as ABORTED well before a generous

@@ -1,4 +1,4 @@
-// Streaming ImportDataset through the server (issue 10): chunks are parsed
+// Streaming ImportDataset through the server: chunks are parsed
 // and stored as they arrive, the dataset stays invisible until the stream
 // ends, other RPCs (admissions included) proceed meanwhile, and an error, a
 // cancellation or a crash leaves nothing behind.

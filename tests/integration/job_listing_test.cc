@@ -1,4 +1,4 @@
-// ListJobs pagination (issue 15): page_size, page_token, newest_first, the
+// ListJobs pagination: page_size, page_token, newest_first, the
 // analyst's own jobs in full pages, and clear errors for bad requests.
 #include "server/job_listing.h"
 

@@ -73,7 +73,8 @@ class LineSearchIntegrationTest : public ::testing::Test {
   TestServer s_;
 };
 
-TEST_F(LineSearchIntegrationTest, EachVariantRunsAndIsChargedItsReservationOnce) {
+TEST_F(LineSearchIntegrationTest,
+       EachVariantRunsAndIsChargedItsReservationOnce) {
   for (const char* algo :
        {R"({"dp_blsgd": {"planned_iterations": 20}})",
         R"({"dp_blsgd_ac": {"sampling_rate": 0.2, "planned_iterations": 20}})",
@@ -107,9 +108,10 @@ TEST_F(LineSearchIntegrationTest, EachVariantRunsAndIsChargedItsReservationOnce)
   }
 }
 
-// The Gaussian line search (spec §2.1 Gaussian NOISYBTLS; SOUND charge of
-// §3.5 via the GaussianSparseVector DpEvent) as a job option.
-TEST_F(LineSearchIntegrationTest, GaussianLineSearchJobIsChargedOnceAndSucceeds) {
+// The Gaussian line search (the paper's Gaussian NOISYBTLS, charged through
+// the GaussianSparseVector DpEvent) as a job option.
+TEST_F(LineSearchIntegrationTest,
+       GaussianLineSearchJobIsChargedOnceAndSucceeds) {
   v1::Job job;
   {
     grpc::ClientContext ctx;

@@ -1,4 +1,4 @@
-// Piecewise-affine through the real server (issue 12): the max-affine dataset kind
+// Piecewise-affine through the real server: the max-affine dataset kind
 // (import from CSV + polytope, public parts only in DatasetInfo, the
 // l-infinity relation on the dataset and in the ledger), every job type
 // estimated and run, exact charges, M_E refused before charging when

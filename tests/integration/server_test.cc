@@ -106,7 +106,7 @@ constexpr char kAdultSpec[] = R"json({
                            "clip_norm": 1.0, "learning_rate": 0.5}},
   "evaluate_on": "adult-test"})json";
 
-// The issue's acceptance run: DP-SGD on a9a at (1, 1e-6) reaches >= 0.80 on
+// The acceptance run: DP-SGD on a9a at (1, 1e-6) reaches >= 0.80 on
 // a9a.t, through the whole service (import, estimate, charge, run, result).
 TEST(ServerIntegrationTest, AdultDpSgdEndToEnd) {
   TestServer s;
@@ -554,9 +554,10 @@ TEST_F(SmallDatasetTest, LedgerAndJobsSurviveARestart) {
 namespace dpopt::testing {
 namespace {
 
-// design.md §5: one neighbouring relation per dataset. On a replace-one
-// dataset full-batch DP-GD is charged through the group-privacy conversion;
-// Poisson-sampled DP-SGD (analysed under add/remove) is refused, uncharged.
+// One neighbouring relation per dataset (docs/architecture.md). On a
+// replace-one dataset full-batch DP-GD is charged through the group-privacy
+// conversion; Poisson-sampled DP-SGD (analysed under add/remove) is refused,
+// uncharged.
 TEST(ServerRelationTest, ReplaceOneDatasets) {
   TestServer s;
   v1::ImportHeader h = PrivateLibsvm("r1", 3, 1e-5, 5);

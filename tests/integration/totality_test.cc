@@ -1,12 +1,12 @@
-// Property test for design.md §5 ("every computation on private rows is total
-// on finite input"): whether a charged job succeeds must not depend on the
-// rows. Private datasets full of extreme finite values (+-1e308, the largest
-// double, subnormals, -0, entries at the last index of a large dimension)
-// go through the real server, and EVERY job type must succeed with a finite
-// model. Issue 15's reproducer (`-1 1:1e308 2:1e308`, dp_gd) is the first
-// case. Job types are listed in kJobs below, and every runnable example spec
-// in examples/*.json is run too (with its dataset replaced by the extreme
-// dataset of its label kind), so a new job type with an example is covered.
+// Totality: whether a charged job succeeds must not depend on the rows
+// (docs/architecture.md, invariants). Private datasets full of extreme
+// finite values (+-1e308, the largest double, subnormals, -0, entries at the
+// last index of a large dimension) go through the real server, and every job
+// type must succeed with a finite model. The job types come from the
+// descriptor of AlgorithmSpec: each must have a translation (a registered
+// family), an example in examples/<job type>.json that parses, and an entry
+// in docs/job_types.md; every example then runs on the extreme dataset of
+// its kind. Jobs() adds cases for the losses the examples do not use.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,14 +14,17 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "server/translation/registry.h"
 #include "tests/integration/test_server.h"
 
 namespace dpopt::testing {
@@ -32,12 +35,12 @@ namespace {
 constexpr int kDim = 100000;
 constexpr int kSmallDim = 1000;
 
-// Extreme rows (LIBSVM, 1-based indices) followed by ordinary ones. `label`
-// maps a row number to its label text.
+// Extreme rows (LIBSVM, 1-based indices) followed by `ordinary` ordinary
+// ones. `label` maps a row number to its label text.
 template <typename Label>
-std::string ExtremeLibsvm(Label label, int dim) {
+std::string ExtremeLibsvm(Label label, int dim, int ordinary = 40) {
   const std::vector<std::string> features = {
-      "1:1e308 2:1e308",  // issue 15's reproducer
+      "1:1e308 2:1e308",  // once overflowed DP-GD's clipping
       absl::StrCat("1:-1.7976931348623157e308 3:1.7976931348623157e308 ", dim,
                    ":1e308"),
       "2:4.9406564584124654e-324 5:-4.9406564584124654e-324",
@@ -52,7 +55,7 @@ std::string ExtremeLibsvm(Label label, int dim) {
   for (const std::string& f : features) {
     absl::StrAppend(&out, label(row++), " ", f, "\n");
   }
-  for (int i = 0; i < 40; ++i) {
+  for (int i = 0; i < ordinary; ++i) {
     absl::StrAppendFormat(&out, "%s 1:%.2f 2:%.2f %d:1\n", label(row++),
                           (i % 7) / 7.0, (i % 5) / 5.0, 3 + i % 50);
   }
@@ -128,7 +131,7 @@ struct JobCase {
 
 const std::vector<JobCase>& Jobs() {
   static const auto* const jobs = new std::vector<JobCase>{
-      // DP-GD with every loss (issue 15's reproducer first).
+      // DP-GD with every loss.
       {"bin", R"({"logistic_regression": {"l2": 0.01}})",
        R"({"dp_gd": {"steps": 4, "clip_norm": 1, "learning_rate": 0.5}})"},
       {"bin", R"({"hinge_svm": {"l2": 0.01}})",
@@ -189,26 +192,29 @@ class TotalityTest : public ::testing::Test {
       return r % 3 == 0 ? std::string("1e308")
                         : (r % 3 == 1 ? "-1.7976931348623157e308" : "0.5");
     };
-    for (const auto& [suffix, dim] :
-         {std::pair<std::string, int>{"", kDim}, {"-small", kSmallDim}}) {
+    // The small datasets hold enough ordinary rows for the examples'
+    // minibatches (up to 1000 expected rows).
+    for (const auto& [suffix, dim, ordinary] :
+         {std::tuple<std::string, int, int>{"", kDim, 40},
+          {"-small", kSmallDim, 2000}}) {
       ASSERT_TRUE(server_
                       ->Import(Header("bin" + suffix, v1::LABEL_TYPE_BINARY,
                                       false, dim),
-                               ExtremeLibsvm(pm, dim))
+                               ExtremeLibsvm(pm, dim, ordinary))
                       .ok());
       ASSERT_TRUE(server_
                       ->Import(Header("multi" + suffix,
                                       v1::LABEL_TYPE_MULTICLASS, false, dim),
-                               ExtremeLibsvm(cls, dim))
+                               ExtremeLibsvm(cls, dim, ordinary))
                       .ok());
       ASSERT_TRUE(
           server_
               ->Import(Header("real" + suffix, v1::LABEL_TYPE_REAL, false, dim),
-                       ExtremeLibsvm(real, dim))
+                       ExtremeLibsvm(real, dim, ordinary))
               .ok());
     }
-    // Piecewise-affine max-affine problems: extreme PRIVATE offsets (the slopes are
-    // public and limited at import), private and public copies.
+    // Piecewise-affine max-affine problems: extreme PRIVATE offsets (the slopes
+    // are public and limited at import), private and public copies.
     for (bool is_public : {false, true}) {
       ASSERT_TRUE(server_
                       ->Import(MaxAffineHeader(is_public ? "maxaffine-public"
@@ -217,7 +223,13 @@ class TotalityTest : public ::testing::Test {
                                ExtremeMaxAffineCsv())
                       .ok());
     }
-    // Public evaluation set with the same extreme rows.
+    // Public copies with the same extreme rows: non-private job types and
+    // evaluation.
+    ASSERT_TRUE(server_
+                    ->Import(Header("bin-small-public", v1::LABEL_TYPE_BINARY,
+                                    true, kSmallDim),
+                             ExtremeLibsvm(pm, kSmallDim, 2000))
+                    .ok());
     ASSERT_TRUE(
         server_
             ->Import(Header("bin-public", v1::LABEL_TYPE_BINARY, true, kDim),
@@ -229,8 +241,11 @@ class TotalityTest : public ::testing::Test {
     server_ = nullptr;
   }
 
-  // Submits `spec`, waits, and checks SUCCEEDED with a finite model.
-  void ExpectSucceedsFinite(const v1::JobSpec& spec, const std::string& what) {
+  // Submits `spec`, waits, and checks SUCCEEDED with a finite model (with
+  // `finite` false only SUCCEEDED: non-private job types on public extreme
+  // rows do the unclipped arithmetic they are asked for, which may overflow).
+  void ExpectSucceedsFinite(const v1::JobSpec& spec, const std::string& what,
+                            bool finite = true) {
     grpc::ClientContext ctx;
     v1::SubmitJobRequest req;
     *req.mutable_spec() = spec;
@@ -247,6 +262,7 @@ class TotalityTest : public ::testing::Test {
     ASSERT_TRUE(server_->jobs().GetJobResult(&rctx, rreq, &result).ok())
         << what;
     ASSERT_GT(result.model().weights_size(), 0) << what;
+    if (!finite) return;
     for (double w : result.model().weights()) {
       ASSERT_TRUE(std::isfinite(w)) << what << ": non-finite weight";
     }
@@ -271,25 +287,82 @@ TEST_F(TotalityTest, EveryJobTypeSucceedsWithAFiniteModelOnExtremeRows) {
   }
 }
 
-// Every runnable example spec (examples/*.json) on the extreme dataset of its
-// label kind: new job types are covered as soon as they ship an example.
-TEST_F(TotalityTest, EveryExampleSpecSucceedsWithAFiniteModelOnExtremeRows) {
-  const std::filesystem::path dir = DataPath("examples");
-  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no examples/ folder";
-  int ran = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() != ".json") continue;
-    std::ifstream in(entry.path());
-    std::stringstream buf;
-    buf << in.rdbuf();
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+// The job types, from the descriptor (not a hand-written list).
+std::vector<const google::protobuf::FieldDescriptor*> JobTypeFields() {
+  const google::protobuf::OneofDescriptor* oneof =
+      v1::AlgorithmSpec::descriptor()->FindOneofByName("algorithm");
+  std::vector<const google::protobuf::FieldDescriptor*> out;
+  for (int i = 0; i < oneof->field_count(); ++i) out.push_back(oneof->field(i));
+  return out;
+}
+
+// Every job type of the proto is a unit: a registered translation, an
+// example that parses as that job type, a docs/job_types.md entry naming
+// its family, and the family's docs/algorithms page.
+TEST(JobTypeUnitTest, EveryJobTypeHasTranslationExampleAndDocs) {
+  const std::string reference = ReadFile(DataPath("docs/job_types.md"));
+  ASSERT_FALSE(reference.empty()) << "docs/job_types.md is missing";
+  const std::vector<const google::protobuf::FieldDescriptor*> fields =
+      JobTypeFields();
+  ASSERT_GE(fields.size(), 22u);
+  for (const google::protobuf::FieldDescriptor* f : fields) {
+    const auto c = static_cast<server::AlgorithmCase>(f->number());
+    SCOPED_TRACE(f->name());
+    const server::JobFamily* family = server::FindJobFamily(c);
+    ASSERT_NE(family, nullptr) << "no registered family translates it";
+    EXPECT_EQ(server::JobTypeName(c), f->name());
+    const std::filesystem::path example =
+        DataPath("examples/" + f->name() + ".json");
+    ASSERT_TRUE(std::filesystem::exists(example)) << example;
     v1::JobSpec spec;
-    if (!google::protobuf::util::JsonStringToMessage(buf.str(), &spec).ok()) {
-      continue;  // not a JobSpec (e.g. a dataset description)
+    const auto parsed =
+        google::protobuf::util::JsonStringToMessage(ReadFile(example), &spec);
+    ASSERT_TRUE(parsed.ok()) << example << ": " << parsed.message();
+    EXPECT_EQ(spec.algorithm().algorithm_case(), c)
+        << example << " is not an example of " << f->name();
+    EXPECT_NE(reference.find("\n## " + f->name() + "\n"), std::string::npos)
+        << "docs/job_types.md has no section for it";
+    EXPECT_NE(
+        reference.find(absl::StrCat("Family: [", family->name, "](algorithms/",
+                                    family->name, ".md)")),
+        std::string::npos)
+        << "docs/job_types.md does not name its family " << family->name;
+    EXPECT_TRUE(std::filesystem::exists(
+        DataPath("docs/algorithms/" + family->name + ".md")))
+        << "docs/algorithms/" << family->name << ".md is missing";
+  }
+  // No family claims a case the proto does not have.
+  for (const server::JobFamily* family : server::JobFamilies()) {
+    for (server::AlgorithmCase c : family->cases) {
+      EXPECT_FALSE(server::JobTypeName(c).empty())
+          << family->name << " registers unknown case " << c;
     }
-    const bool piecewise_affine =
-        spec.algorithm().algorithm_case() >=
-            v1::AlgorithmSpec::kPaPerturbProblem &&
-        spec.algorithm().algorithm_case() <= v1::AlgorithmSpec::kPaSolve;
+  }
+}
+
+// Every job type's example (examples/<job type>.json) on the extreme dataset
+// of its kind: a new job type is covered as soon as it exists.
+TEST_F(TotalityTest, EveryExampleSpecSucceedsWithAFiniteModelOnExtremeRows) {
+  int ran = 0;
+  for (const google::protobuf::FieldDescriptor* f : JobTypeFields()) {
+    SCOPED_TRACE(f->name());
+    const std::filesystem::path path =
+        DataPath("examples/" + f->name() + ".json");
+    v1::JobSpec spec;
+    const auto parsed =
+        google::protobuf::util::JsonStringToMessage(ReadFile(path), &spec);
+    ASSERT_TRUE(parsed.ok()) << path << ": " << parsed.message();
+    const server::JobFamily* family =
+        server::FindJobFamily(spec.algorithm().algorithm_case());
+    ASSERT_NE(family, nullptr);
+    const server::JobTypeTraits traits = family->traits(spec.algorithm());
     switch (spec.model().loss_case()) {
       case v1::ModelSpec::kSoftmaxRegression:
         spec.set_dataset("multi-small");
@@ -299,11 +372,11 @@ TEST_F(TotalityTest, EveryExampleSpecSucceedsWithAFiniteModelOnExtremeRows) {
         spec.set_dataset("real-small");
         break;
       default:
-        spec.set_dataset("bin-small");
+        spec.set_dataset(traits.non_private ? "bin-small-public" : "bin-small");
     }
-    if (piecewise_affine) {
-      spec.set_dataset(spec.has_privacy() ? "maxaffine-small"
-                                          : "maxaffine-public");
+    if (traits.dataset_kind == server::DatasetKind::kMaxAffine) {
+      spec.set_dataset(traits.non_private ? "maxaffine-public"
+                                          : "maxaffine-small");
     }
     spec.clear_evaluate_on();
     if (spec.has_privacy()) {
@@ -311,11 +384,10 @@ TEST_F(TotalityTest, EveryExampleSpecSucceedsWithAFiniteModelOnExtremeRows) {
       spec.mutable_privacy()->set_epsilon(
           std::min(spec.privacy().epsilon(), 10.0));
     }
-    if (spec.algorithm().has_gd()) continue;  // public datasets only
-    ExpectSucceedsFinite(spec, entry.path().filename().string());
+    ExpectSucceedsFinite(spec, path.filename().string(), !traits.non_private);
     ++ran;
   }
-  std::printf("ran %d example specs on extreme rows\n", ran);
+  EXPECT_EQ(ran, static_cast<int>(JobTypeFields().size()));
 }
 
 }  // namespace
@@ -324,7 +396,7 @@ TEST_F(TotalityTest, EveryExampleSpecSucceedsWithAFiniteModelOnExtremeRows) {
 namespace dpopt::testing {
 namespace {
 
-// Import enforces the curator's declared bounds (issue 15): a value outside
+// Import enforces the curator's declared bounds: a value outside
 // them is refused with INVALID_ARGUMENT naming the line and the feature and
 // the declared interval (never the value), and nothing is imported.
 TEST(DeclaredBoundsTest, ImportRefusesValuesOutsideDeclaredBounds) {

@@ -1,4 +1,4 @@
-// Unit tests of the web console's building blocks (issue 16): the SVG plots
+// Unit tests of the web console's building blocks: the SVG plots
 // (ticks, escaping, non-finite data), HTML helpers, the HTTP status mapping
 // and the listener's options. The pages themselves are tested in a real
 // browser against a real server (tests/e2e/console/browser_test.py).

@@ -1,4 +1,4 @@
-// ServerOptions::Validate for the performance knobs (issue 10).
+// ServerOptions::Validate for the performance knobs.
 #include <stdlib.h>
 
 #include <filesystem>

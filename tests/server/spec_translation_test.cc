@@ -19,7 +19,7 @@ v1::JobSpec Parse(const std::string& json) {
   return spec;
 }
 
-TEST(SpecTranslationTest, TheIssueExampleTranslates) {
+TEST(SpecTranslationTest, TheReadmeExampleTranslates) {
   const v1::JobSpec spec = Parse(R"({
     "dataset": "adult", "model": {"logistic_regression": {"l2": 0.0001}},
     "privacy": {"epsilon": 1.0, "delta": 1e-6},
@@ -34,7 +34,10 @@ TEST(SpecTranslationTest, TheIssueExampleTranslates) {
   EXPECT_DOUBLE_EQ(job.target.delta, 1e-6);
   EXPECT_EQ(job.target.accountant, privacy::AccountantKind::kRdp);
   EXPECT_FALSE(job.target.non_private);
-  EXPECT_EQ(job.trace_every, 20);  // about 100 trace points by default
+  // Unset: decided once the steps are calibrated (DefaultTraceEvery).
+  EXPECT_EQ(job.trace_every, 0);
+  EXPECT_EQ(DefaultTraceEvery(2000), 20);  // about 100 trace points
+  EXPECT_EQ(DefaultTraceEvery(50), 1);
   ASSERT_NE(job.algorithm, nullptr);
 }
 

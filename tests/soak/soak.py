@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Soak (issue 15): many short jobs through one dpopt-server on 127.0.0.1.
+"""Soak: many short jobs through one dpopt-server on 127.0.0.1.
 
 Runs --jobs short DP-GD jobs (half on a private dataset, charged; half on a
 public one) from --concurrency client threads, each submitting and following

@@ -408,7 +408,7 @@ TEST(SchemaTest, FreshFileIsMigratedToLatest) {
 // A database written before access control (schema version 1, every job
 // and charge by "anonymous") opens at the latest version with its jobs and
 // charges attributed to the bootstrap curator, nothing lost, and the ledger
-// append-only again afterwards (issue 14).
+// append-only again afterwards.
 TEST(SchemaTest, PreAccessControlDatabaseMigratesToCurator) {
   TempDir dir;
   const std::string path = dir.File("old.db");

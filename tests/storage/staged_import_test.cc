@@ -1,4 +1,4 @@
-// Streaming import (issue 10): DatasetParser (chunks in, bounded blocks out)
+// Streaming import: DatasetParser (chunks in, bounded blocks out)
 // and StagedImport (blocks stored in short transactions, invisible until the
 // final commit, removed without a trace on error, discard or crash).
 #include <sys/wait.h>

@@ -1,10 +1,10 @@
 // NOT DIFFERENTIALLY PRIVATE — TESTS ONLY.
 //
-// Deterministic, seeded implementations of RandomSource for reproducible
-// tests (design.md §3 item 11). Their output is predictable from the seed, so
-// noise drawn from them protects nothing. They live in the separate target
-// dpopt_noise_testing, which only test binaries link; the server binary
-// cannot reach them.
+// Deterministic, seeded implementations of RandomSource for reproducible tests
+// (docs/architecture.md, convention "test doubles are unreachable"). Their
+// output is predictable from the seed, so noise drawn from them protects
+// nothing. They live in the separate target dpopt_noise_testing, which only
+// test binaries link; the server binary cannot reach them.
 #ifndef DPOPT_CORE_NOISE_TESTING_SEEDED_RANDOM_H_
 #define DPOPT_CORE_NOISE_TESTING_SEEDED_RANDOM_H_
 

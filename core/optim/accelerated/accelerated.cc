@@ -53,7 +53,8 @@ class AcceleratedMethod final : public IterativeMethod {
                     StepInfo* info) override {
     const double alpha = schedule_.alpha[step];
     const double beta = schedule_.beta[step];
-    // MASG restart (spec §2.5, §7 B5): x_prev := x, so z = x.
+    // MASG restart (as in the authors' code; the paper does not mention
+    // it): x_prev := x, so z = x.
     const Eigen::VectorXd& prev = schedule_.restart[step] ? x_ : x_prev_;
     // Query point: x (GD, HB) or z = x + beta (x - x_prev) (NAG, (4.1)).
     if (kind_ == UpdateKind::kNesterov) {
@@ -70,13 +71,13 @@ class AcceleratedMethod final : public IterativeMethod {
     info->noisy_gradient_norm = g_.norm();
     Eigen::VectorXd next;
     switch (kind_) {
-      case UpdateKind::kGradient:  // spec §2.1 step 2c
+      case UpdateKind::kGradient:  // x_t = x_{t-1} - alpha g
         next = x_ - alpha * g_;
         break;
-      case UpdateKind::kHeavyBall:  // paper (3.1), spec §2.2 step 3b
+      case UpdateKind::kHeavyBall:  // paper (3.1)
         next = x_ - alpha * g_ + beta * (x_ - prev);
         break;
-      case UpdateKind::kNesterov:  // paper (4.1), spec §2.3 step 3d
+      case UpdateKind::kNesterov:  // paper (4.1)
         next = y_ - alpha * g_;
         break;
     }

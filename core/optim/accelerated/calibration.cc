@@ -53,7 +53,7 @@ absl::StatusOr<StepRelease> LaplaceStep(double eps_t, double q, double clip,
     r.event = privacy::DpEvent::DiscreteLaplace(1 / eps_t);
     return r;
   }
-  // Spec P2 for Poisson at rate q under add/remove (S = C).
+  // Inverse of (3.3) for Poisson at rate q under add/remove (S = C).
   r.oracle_multiplier = 1 / BaseEpsilon(eps_t, q);
   ASSIGN_OR_RETURN(r.event,
                    LaplaceGradientEvent({q, clip, r.oracle_multiplier}, p));
@@ -187,17 +187,17 @@ absl::StatusOr<StepSchedule> MakeSchedule(const AcceleratedOptions& options,
     mo.first_stage = options.first_stage;
     return MasgSchedule(steps, mo);
   }
-  // Spec §5.3: alpha = c / L unless given explicitly.
+  // alpha = c / L (the paper's Sec. 5) unless given explicitly.
   const double alpha = options.learning_rate > 0 ? options.learning_rate
                                                  : options.step_scale / L;
   if (!(mu * alpha < 1)) {
     return absl::InvalidArgumentError(
         "the step size must satisfy alpha < 1 / mu");
   }
-  double beta = 0;  // DP-GD (spec §2.1)
+  double beta = 0;  // DP-GD
   if (options.method != Method::kGd) {
-    beta = options.momentum >= 0 ? options.momentum
-                                 : MomentumForStep(alpha, mu);  // P6
+    beta =
+        options.momentum >= 0 ? options.momentum : MomentumForStep(alpha, mu);
   }
   return ConstantSchedule(steps, alpha, beta);
 }
@@ -252,7 +252,8 @@ absl::StatusOr<Plan> MakePlan(const AcceleratedOptions& options,
   Plan plan;
   plan.smoothness = options.smoothness;
   // mu: public input, or the model's l2 (the loss is convex, so F is at least
-  // l2-strongly convex). Never estimated from the data (spec §7 A2).
+  // l2-strongly convex). Never estimated from the data (the paper's Sec. 5
+  // computes L from the private data and does not account for it).
   plan.strong_convexity = options.strong_convexity > 0
                               ? options.strong_convexity
                               : options.model.l2;
@@ -300,7 +301,8 @@ absl::StatusOr<Plan> MakePlan(const AcceleratedOptions& options,
       nd.exponent = 1.0 / 3.0;
       nd.noise_unit = static_cast<double>(p) * std::pow(s / (nn * eps), 2);
     } else {
-      // Spec §7 C1: rho from eps = rho + 2 sqrt(rho ln(1/delta)); noise term
+      // Gaussian extension (not in the paper): rho from
+      // eps = rho + 2 sqrt(rho ln(1/delta)) (Bun & Steinke 2016); noise term
       // d S2^2/(2 n^2 rho) (sum a^{1/2})^2. Used only to choose T_final.
       const double l = std::log(1 / target.delta);
       const double sqrt_rho = std::sqrt(l + eps) - std::sqrt(l);
@@ -333,10 +335,10 @@ absl::StatusOr<Plan> MakePlan(const AcceleratedOptions& options,
       plan.step_events.assign(plan.steps, plan.step_events.front());
     }
     plan.event = Compose(plan.step_events, uniform);
-    // Spec §2.4 step 7: the spend is eps (pure DP, basic composition). The
-    // ledger prices the same event with the accountant (alpha = inf order);
-    // here the per-step values are summed directly, which is much cheaper
-    // than the RDP curve of hundreds of distinct sampled events.
+    // The spend is eps (pure DP, basic composition). The ledger prices the same
+    // event with the accountant (alpha = inf order); here the per-step values
+    // are summed directly, which is much cheaper than the RDP curve of hundreds
+    // of distinct sampled events.
     double spent = 0;
     for (const privacy::DpEvent& e : plan.step_events) {
       const bool sampled = e.kind() == privacy::DpEvent::Kind::kPoissonSampled;
@@ -350,7 +352,8 @@ absl::StatusOr<Plan> MakePlan(const AcceleratedOptions& options,
           "Laplace calibration spends %.15g instead of %.15g", spent, eps));
     }
   } else {
-    // z_t = k / sqrt(T_final w_t): rho_t proportional to w_t (spec §7 C1).
+    // z_t = k / sqrt(T_final w_t): rho_t proportional to w_t (minimises
+    // sum_t a_t s_t^2 at fixed sum_t rho_t; calibration.h).
     std::vector<double> v(plan.steps);
     for (int64_t t = 0; t < plan.steps; ++t) {
       v[t] = 1 / std::sqrt(static_cast<double>(plan.steps) * shares[t]);
@@ -406,7 +409,8 @@ absl::StatusOr<Plan> MakePlan(const AcceleratedOptions& options,
     }
   }
 
-  // Public notes (spec §2.7 outputs: T_final and the schedule are public).
+  // Public notes (T_final and the schedule are public: they depend only on
+  // public constants).
   plan.notes.push_back(absl::StrFormat(
       "%s, %s noise: L = %.6g, mu = %.6g, T = %d of T_max = %d, m = %d of "
       "n = %d (q = %.6g%s)",
@@ -428,8 +432,8 @@ absl::StatusOr<Plan> MakePlan(const AcceleratedOptions& options,
         plan.oracle_multiplier.back(), clip));
   } else {
     plan.notes.push_back(absl::StrFormat(
-        "Gaussian (extension, spec §7 C1) under %s: noise multipliers "
-        "%.6g .. %.6g of C = %g, (%.6g, %.3g)-DP by %s",
+        "Gaussian (an extension, not in the paper) under %s: noise "
+        "multipliers %.6g .. %.6g of C = %g, (%.6g, %.3g)-DP by %s",
         RelationLabel(info.relation), plan.oracle_multiplier.front(),
         plan.oracle_multiplier.back(), clip, eps, target.delta,
         privacy::AccountantName(target.accountant)));

@@ -1,8 +1,11 @@
-// Accelerated: data-free calibration shared by the six accelerated DP optimizers
-// (spec accelerated-dp-accelerated.md §2-§3, §7 A and C).
+// Accelerated: data-free calibration shared by the six accelerated DP
+// optimizers (Kuru et al. 2022, Sec. 2-4; docs/algorithms/accelerated.md).
 //
-// Release model (design.md §5; spec §3 last paragraph). Every step asks the
-// PrivateGradientOracle for one noisy gradient at a public point:
+// Release model (docs/architecture.md, invariants "server-side sampling and
+// clipping" and "one neighbouring relation per dataset"; the paper samples
+// fixed-size batches without replacement under replace-one and bounds the
+// sensitivity through the feature domain instead of clipping). Every step asks
+// the PrivateGradientOracle for one noisy gradient at a public point:
 //  * Laplace (pure epsilon-DP, the paper's mechanism): per-example gradients
 //    are clipped in L1 to C by the server, summed, discrete Laplace noise is
 //    added to the sum, and the sum is divided by the public expected batch
@@ -12,7 +15,7 @@
 //        with base epsilon eps0 = 1 / scale_multiplier costs the amplified
 //        eps_t = log1p(q expm1(eps0)) (BBG18 Thm 8 for Poisson under
 //        add/remove, exact; the paper's (3.3) with S1 = C). We invert it
-//        (spec P2): eps0_t = log1p(expm1(eps_t) / q).
+//        (as in (3.4)-(3.5)): eps0_t = log1p(expm1(eps_t) / q).
 //      - replace-one dataset: full batch only (m = n; the oracle has no
 //        fixed-size sampling without replacement, and a Poisson-sampled
 //        add/remove event cannot be converted to replace-one by the ledger).
@@ -22,7 +25,7 @@
 //        DiscreteLaplace(1 / eps_t) relative to the replace-one effective
 //        sensitivity 2C + g p <= 2 (C + g p); the oracle is asked for the
 //        add/remove multiplier 2 / eps_t (group privacy, size 2).
-//  * Gaussian (spec §7 C1, an extension not in the paper): per-example L2
+//  * Gaussian (an extension, not in the paper): per-example L2
 //    clipping to C and exactly sampled rounded Gaussian noise with multiplier
 //    z_t, charged as Gaussian(z_t) (a post-processing of the continuous
 //    Gaussian mechanism, noise/vector_mechanisms.h), the same relation
@@ -31,10 +34,12 @@
 // Budget split (the job's total epsilon):
 //  * uniform (DP-GD, DP-HB, DP-NAG, DP-MASG): eps_t = eps / T (Prop. 3.1).
 //  * noise dividing (-opt): T_final from the bound (Remark 4.1) and
-//    eps_t = eps * a_t^{1/3} / sum_j a_j^{1/3} (Prop. 4.2; spec §2.4/§2.6).
-//    For m < n the same shares are used and each eps_t is inverted exactly
-//    (spec §2.4 "Subsampling", §7 B3), so the spend is exactly eps.
-//    Gaussian: shares of rho proportional to a_t^{1/2} (spec §7 C1), i.e.
+//    eps_t = eps * a_t^{1/3} / sum_j a_j^{1/3} (Prop. 4.2; a_t from (4.3),
+//    or Thm 4.3 for MASG). For m < n the same shares are used (Remark 4.2;
+//    the paper calls the exact problem (4.4) intractable) and each eps_t is
+//    inverted exactly, so the spend is exactly eps.
+//    Gaussian: shares of rho proportional to a_t^{1/2} (minimising
+//    sum_t a_t s_t^2 at fixed sum_t rho_t), i.e.
 //    z_t proportional to (T w_t)^{-1/2}, with the common factor calibrated by
 //    the accountant.
 //
@@ -51,9 +56,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/optim/accelerated/schedules.h"
 #include "core/optim/algorithm.h"
 #include "core/optim/model.h"
-#include "core/optim/accelerated/schedules.h"
 #include "core/privacy/dp_event.h"
 #include "core/privacy/privacy_filter.h"
 
@@ -69,7 +74,8 @@ bool IsNoiseDividing(Method method);
 bool IsMultistage(Method method);
 
 // Options of one job. Every value is public (client-declared or server
-// policy); nothing here may be derived from private rows (spec §7 A2).
+// policy); nothing here may be derived from private rows (the paper's
+// experiments compute L from the data; here L and mu are public inputs).
 struct AcceleratedOptions {
   Method method = Method::kGd;
   NoiseFamily noise = NoiseFamily::kLaplace;
@@ -85,13 +91,16 @@ struct AcceleratedOptions {
   // Public strong-convexity constant mu in (0, L]; 0 means model.l2 (a valid
   // public lower bound for the regularised convex losses).
   double strong_convexity = 0;
-  // c in alpha = c / L (spec §5.3). (0, 1] for MASG (Thm 4.3), (0, 2) else.
+  // c in alpha = c / L (paper Sec. 5). (0, 1] for MASG (Thm 4.3), (0, 2)
+  // else.
   double step_scale = 1;
   // Explicit alpha for GD, HB and NAG; 0 means c / L. Must be < 1/mu.
   double learning_rate = 0;
-  // HB and NAG momentum beta in [0, 1); negative means beta(alpha) (P6).
+  // HB and NAG momentum beta in [0, 1); negative means beta(alpha)
+  // (MomentumForStep, as in the paper's Sec. 5).
   double momentum = -1;
-  // -opt only: E0 (> 0), T selection on/off, constants (spec §7 B2).
+  // -opt only: E0 (> 0), T selection on/off, constants
+  // (TSelectConvention).
   double initial_error = 10;
   bool select_steps = true;
   TSelectConvention convention = TSelectConvention::kReference;

@@ -104,7 +104,8 @@ class Objective {
 IqcMatrices BuildIqcMatrices(const IqcProblem& pr) {
   IqcMatrices m;
   const double a = pr.alpha, be = pr.beta, mu = pr.mu, l = pr.L;
-  // (3.10), with the sign of B per spec §7 B9.
+  // (3.10), with the sign of B chosen by pr.b_sign (the paper's sign is a
+  // typo; iqc_certificate.h).
   m.a << 1.0 + be, -be, 1.0, 0.0;
   const double sign = pr.b_sign == IqcBSign::kMinusAlpha ? -1.0 : 1.0;
   m.b << sign * a, 0.0;

@@ -1,17 +1,17 @@
-// Accelerated (Kuru et al. 2022), Proposition 3.4: a small NUMERICAL feasibility
-// checker for the 3x3 IQC / dissipativity LMI (3.14) of DP-SHB
-// (spec accelerated-dp-accelerated.md §4.1; tested by spec §6 item 16).
+// Accelerated (Kuru et al. 2022), Proposition 3.4: a small NUMERICAL
+// feasibility checker for the 3x3 IQC / dissipativity LMI (3.14) of DP-SHB.
 //
-// LMI (3.14), Kronecker factor I_d dropped (spec §4.1): find P (2x2,
+// LMI (3.14), Kronecker factor I_d dropped: find P (2x2,
 // symmetric, PSD) and c0, c >= 0 with
 //
 //   c0 X0 + c [X1 + (1 - rho^2) X2]  ⪰  Phi(A, B, P, rho),
 //   Phi = [[A^T P A - rho^2 P, A^T P B], [B^T P A, B^T P B]],
 //
 // A, B, C as in (3.10) and X0, X1, X2 as printed under (3.14). The paper
-// prints B = [alpha; 0]; the dynamics (3.8)/(B.5) need B = [-alpha; 0]
-// (spec §7 B9), which is the default here. B = [+alpha; 0] is offered only to
-// reproduce the remark of spec §6 item 16.
+// prints B = [alpha; 0]; the dynamics (3.8)/(B.5) need B = [-alpha; 0] (a
+// sign typo in the paper), which is the default here. B = [+alpha; 0] is
+// offered only to show that with the printed sign only the trivial P = 0
+// certificate exists.
 //
 // The LMI is homogeneous in (P, c0, c). A certificate is only useful for the
 // bound (3.15) when c > 0 (it divides by c), so c = 1 is fixed and the search
@@ -41,7 +41,7 @@ namespace dpopt::optim::accelerated {
 
 // Sign of B = [sign * alpha; 0] in (3.10).
 enum class IqcBSign {
-  kMinusAlpha,  // B = [-alpha; 0]: matches (3.8) and (B.5); spec §7 B9.
+  kMinusAlpha,  // B = [-alpha; 0]: matches (3.8) and (B.5).
   kPlusAlpha,   // B = [+alpha; 0]: as printed in the paper (a typo).
 };
 
@@ -56,7 +56,7 @@ struct IqcProblem {
 };
 
 // The matrices of (3.10) and (3.14) (3x3 reduced form; the "2 I_d" of X0 is
-// the scalar 2, spec §7 B9).
+// the scalar 2).
 struct IqcMatrices {
   Eigen::Matrix2d a;
   Eigen::Vector2d b;

@@ -46,7 +46,7 @@ double LogStepWeight(double alpha, const NoiseDividingOptions& o) {
   return std::log(ka * alpha * (1 + alpha * o.smoothness));
 }
 
-// A_t for t = 1..tau given the prefix sums (spec §2.4 step 3).
+// A_t for t = 1..tau given the prefix sums (LogBoundWeights).
 std::vector<double> WeightsFromPrefix(const StepSchedule& s, int64_t tau,
                                       const std::vector<double>& prefix,
                                       const NoiseDividingOptions& o) {
@@ -104,17 +104,17 @@ double BaseEpsilon(double eps_t, double q) {
 }
 
 double EpsLoss(double sensitivity, double scale, double n, double m) {
-  // Spec P1, paper (3.3).
+  // Paper (3.3).
   return AmplifiedEpsilon(sensitivity / (scale * m), m / n);
 }
 
 double LaplaceScaleFor(double sensitivity, double eps_t, double n, double m) {
-  // Spec P2, paper (3.4)-(3.5).
+  // Paper (3.4)-(3.5), solved for b.
   return sensitivity / (m * BaseEpsilon(eps_t, m / n));
 }
 
 double MomentumForStep(double alpha, double mu) {
-  // Spec P6.
+  // The momentum of the paper's Sec. 5.
   const double r = std::sqrt(mu * alpha);
   return (1 - r) / (1 + r);
 }
@@ -135,7 +135,7 @@ absl::Status MasgOptions::Validate() const {
   if (!(FinitePositive(strong_convexity) && strong_convexity <= smoothness)) {
     return absl::InvalidArgumentError("MASG: mu must be in (0, L]");
   }
-  // Thm 4.3 needs alpha^(k) <= 1/L for every k (spec §2.5), i.e. c <= 1.
+  // Thm 4.3 needs alpha^(k) <= 1/L for every k, i.e. c <= 1.
   if (!(FinitePositive(step_scale) && step_scale <= 1)) {
     return absl::InvalidArgumentError("MASG: step scale c must be in (0, 1]");
   }
@@ -152,8 +152,8 @@ int64_t MasgStageLengths::Length(int k) const {
 absl::StatusOr<MasgStageLengths> ComputeMasgStageLengths(
     const MasgOptions& options) {
   RETURN_IF_ERROR(options.Validate());
-  // Spec §2.5 (paper (4.7), reference DP_NAG_LR.m); kappa is not scaled by c
-  // (§7 B4).
+  // Paper (4.7) and the authors' DP_NAG_LR.m (the paper only says
+  // n_1 >= 1); kappa is not scaled by c.
   const double kappa = options.smoothness / options.strong_convexity;
   const double sk = std::sqrt(kappa);
   const double raw_first = 2 * sk * std::log(sk);
@@ -182,7 +182,8 @@ absl::StatusOr<StepSchedule> MasgSchedule(int64_t steps,
       left_in_stage = lengths.Length(k);
       first_of_stage = true;
     }
-    // alpha^(1) = c/L; alpha^(k) = c / (2^{2k} L) for k >= 2 (spec §2.5).
+    // alpha^(1) = c/L; alpha^(k) = c / (2^{2k} L) for k >= 2 ((4.7), scaled
+    // by c as in the paper's Sec. 5).
     const double alpha = k == 1 ? options.step_scale / options.smoothness
                                 : options.step_scale / (std::ldexp(1.0, 2 * k) *
                                                         options.smoothness);
@@ -252,7 +253,7 @@ absl::StatusOr<int64_t> SelectFinalSteps(const StepSchedule& schedule,
     const double score = ScoreFromWeights(
         WeightsFromPrefix(schedule, tau, prefix, options),
         InitialFromPrefix(schedule, tau, prefix, options), options);
-    if (score < best_score) {  // strict: ties keep the smallest tau (§7 B2)
+    if (score < best_score) {  // strict: ties keep the smallest tau
       best_score = score;
       best = tau;
     }
@@ -273,7 +274,7 @@ absl::StatusOr<std::vector<double>> BudgetShares(
   std::vector<double> a = LogBoundWeights(schedule, steps, options);
   for (double& x : a) x *= options.exponent;
   const double lse = LogSumExp(a);
-  // Prop. 4.2: eps_t / eps = a_t^r / sum_j a_j^r (r = 1/3), spec §2.4 step 4.
+  // Prop. 4.2: eps_t / eps = a_t^r / sum_j a_j^r (r = 1/3).
   std::vector<double> w(a.size());
   for (size_t i = 0; i < a.size(); ++i) w[i] = std::exp(a[i] - lse);
   return w;

@@ -3,10 +3,12 @@
 // schedules and budget arithmetic shared by the accelerated DP optimizers.
 // Everything here is a pure function of PUBLIC constants (L, mu, c, T, n, m,
 // d, epsilon, E0), so using it costs no privacy
-// (spec accelerated-dp-accelerated.md §3, §7 C2).
+// (docs/algorithms/accelerated.md).
 //
-// Indexing (spec §2 intro, §7 B14): steps are t = 1..T; vector entry [t-1]
-// belongs to the update that produces x_t.
+// Indexing: steps are t = 1..T; vector entry [t-1] belongs to the update that
+// produces x_t (the noise b_t is the noise of that update, as in the paper's
+// (4.2)-(4.3) and the authors' MATLAB code, which this file calls "the
+// authors' code": github.com/sibirbil/DPAccGradMethods).
 #ifndef DPOPT_CORE_OPTIM_ACCELERATED_SCHEDULES_H_
 #define DPOPT_CORE_OPTIM_ACCELERATED_SCHEDULES_H_
 
@@ -18,28 +20,29 @@
 
 namespace dpopt::optim::accelerated {
 
-// ---- Per-step privacy arithmetic (spec §2.0 P1-P3, paper (3.3)-(3.5)). ----
+// ---- Per-step privacy arithmetic (paper (3.3)-(3.5), Prop. 3.1). ----
 
 // Amplification by subsampling at rate q (paper Thm A.3; BBG18):
 // log(1 + q (e^{eps0} - 1)), computed as log1p(q expm1(eps0)).
 // REQUIRES: eps0 >= 0, q in (0, 1].
 double AmplifiedEpsilon(double eps0, double q);
 
-// Inverse of AmplifiedEpsilon (spec P2): the base epsilon eps0 whose
+// Inverse of AmplifiedEpsilon: the base epsilon eps0 whose
 // amplification at rate q is eps_t, log1p(expm1(eps_t) / q).
 // REQUIRES: eps_t >= 0, q in (0, 1].
 double BaseEpsilon(double eps_t, double q);
 
-// Spec P1 / paper (3.3): privacy loss of Laplace(b) on a size-m minibatch
+// Paper (3.3): privacy loss of Laplace(b) on a size-m minibatch
 // average with per-record L1 sensitivity S, n records:
 // log1p((m/n) expm1(S / (b m))).
 double EpsLoss(double sensitivity, double scale, double n, double m);
 
-// Spec P2 / paper (3.4): the Laplace scale on the minibatch average that costs
+// Paper (3.4)-(3.5): the Laplace scale on the minibatch average that costs
 // exactly eps_t: S / (m log1p((n/m) expm1(eps_t))).
 double LaplaceScaleFor(double sensitivity, double eps_t, double n, double m);
 
-// Spec P6: beta(alpha) = (1 - sqrt(mu alpha)) / (1 + sqrt(mu alpha)).
+// beta(alpha) = (1 - sqrt(mu alpha)) / (1 + sqrt(mu alpha)), the momentum of
+// the paper's experiments (Sec. 5).
 double MomentumForStep(double alpha, double mu);
 
 // ---- Step-size / momentum schedules. ----
@@ -49,7 +52,7 @@ struct StepSchedule {
   std::vector<double> beta;   // beta_t
   std::vector<int> stage;     // s_t, 1-based (all 1 for single-stage methods)
   // True at the first step of every stage k >= 2: momentum restart
-  // (x_prev := x, so z = x; spec §2.5, §7 B5).
+  // (x_prev := x, so z = x; as in the authors' code, not in the paper).
   std::vector<bool> restart;
   int64_t size() const { return static_cast<int64_t>(alpha.size()); }
 };
@@ -58,8 +61,8 @@ struct StepSchedule {
 // REQUIRES: steps >= 1.
 StepSchedule ConstantSchedule(int64_t steps, double alpha, double beta);
 
-// MASG first-stage length rule (spec §7 B4): the reference code's ceil (the
-// default) or the Fig. 2 script's floor.
+// MASG first-stage length rule (the paper only says n_1 >= 1): the authors'
+// code's ceil (the default) or their Fig. 2 script's floor.
 enum class FirstStageRule { kCeil, kFloor };
 
 struct MasgOptions {
@@ -71,7 +74,7 @@ struct MasgOptions {
   absl::Status Validate() const;
 };
 
-// Spec §2.5 / paper (4.7) + reference code: kappa = L/mu,
+// Paper (4.7) + the authors' code: kappa = L/mu,
 // n_1 = ceil(2 sqrt(kappa) ln sqrt(kappa)) (or floor), at least 1;
 // C = ceil(sqrt(kappa) ln 2^{p+2}); n_k = 2^k C for k >= 2.
 struct MasgStageLengths {
@@ -83,18 +86,19 @@ struct MasgStageLengths {
 absl::StatusOr<MasgStageLengths> ComputeMasgStageLengths(
     const MasgOptions& options);
 
-// Stages laid back to back and truncated at `steps` (spec §2.5):
+// Stages laid back to back and truncated at `steps`:
 // alpha^(1) = c/L, alpha^(k) = c/(2^{2k} L) (k >= 2), beta^(k) =
 // beta(alpha^(k)), restart at the first step of every stage k >= 2.
 // Errors: INVALID_ARGUMENT (options, steps < 1).
 absl::StatusOr<StepSchedule> MasgSchedule(int64_t steps,
                                           const MasgOptions& options);
 
-// ---- Noise dividing (spec §2.4, §2.6; paper Prop. 4.2, Remark 4.1). ----
+// ---- Noise dividing (paper Prop. 4.2, Remark 4.1, Thm 4.3). ----
 
-// Constants of the bound used to choose T_final (spec §7 B2):
-//   kReference: k_a = 1/2 in a~_{tau,t}, and 2^{s_tau} on the E0 term
-//               (reproduces the published figures; default);
+// Constants of the bound used to choose T_final:
+//   kReference: k_a = 1/2 in a~_{tau,t}, and 2^{s_tau} on the E0 term, as in
+//               the authors' code (reproduces the published figures;
+//               default);
 //   kPaper:     k_a = 1 and 2^{s_tau - s_1}.
 enum class TSelectConvention { kReference, kPaper };
 
@@ -104,18 +108,18 @@ struct NoiseDividingOptions {
   TSelectConvention convention = TSelectConvention::kReference;
   // Exponent r of the allocation: budget share of step t is proportional to
   // a_t^r. 1/3 for pure-DP Laplace (Prop. 4.2); 1/2 for the Gaussian/zCDP
-  // extension (spec §7 C1).
+  // extension.
   double exponent = 1.0 / 3.0;
   // Noise term of the score is noise_unit * (sum_t a_t^r)^{1/r}:
   // d (S/(n eps))^2 for Laplace (Remark 4.1, eq. (4.6));
-  // d S2^2 / (2 n^2 rho) for the Gaussian extension (spec §7 C1).
+  // d S2^2 / (2 n^2 rho) for the Gaussian extension.
   double noise_unit = 0;
   // E0, the public guess of the initial Lyapunov error (experiments: 10).
   double initial_error = 10;
   absl::Status Validate() const;
 };
 
-// log a~_{tau,t} for t = 1..tau (spec §2.4 step 3):
+// log a~_{tau,t} for t = 1..tau:
 //   A_t = sum_{i=t+1..tau} ln(1 - sqrt(mu alpha_i)) + ln(k_a alpha_t (1 +
 //         alpha_t L)) + (s_tau - s_t) ln 2.
 // REQUIRES: 1 <= tau <= schedule.size(); mu alpha_t < 1.
@@ -133,14 +137,14 @@ double LogBoundScore(const StepSchedule& schedule, int64_t tau,
                      const NoiseDividingOptions& options);
 
 // T_final = smallest argmin over tau = 1..schedule.size() of LogBoundScore
-// (Remark 4.1; spec §2.4 step 3), in O(T^2) total with suffix sums.
+// (Remark 4.1), in O(T^2) total with suffix sums.
 // Errors: INVALID_ARGUMENT (options, empty schedule).
 absl::StatusOr<int64_t> SelectFinalSteps(const StepSchedule& schedule,
                                          const NoiseDividingOptions& options);
 
 // Budget shares w_t = a~_{T,t}^r / sum_j a~_{T,j}^r for t = 1..steps (the
 // horizon is `steps`, i.e. T_final). Sum to 1 within rounding.
-// (Prop. 4.2, spec §2.4 step 4: eps_t = eps * w_t.)
+// (Prop. 4.2: eps_t = eps * w_t.)
 // Errors: INVALID_ARGUMENT (options, steps outside [1, schedule.size()]).
 absl::StatusOr<std::vector<double>> BudgetShares(
     const StepSchedule& schedule, int64_t steps,

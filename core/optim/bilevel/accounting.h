@@ -1,15 +1,17 @@
-// Privacy accounting of bilevel family (spec/bilevel-dp-bilevel.md §3).
+// Privacy accounting of bilevel family (Kornowski 2024;
+// docs/algorithms/bilevel.md).
 //
 // Every noisy release of the bilevel algorithms is a Gaussian mechanism (the
 // exactly sampled rounded Gaussian of noise::AddGaussianNoise, charged as
 // Gaussian(z) by post-processing). A job is a list of PlannedMechanisms
 // (inner solve 1, inner solve 2, outer gradient, ...), mechanism j released
 // R_j times with noise multiplier
-//   z_j(s) = s * sqrt(R_j / w_j),                        (spec §3.3)
+//   z_j(s) = s * sqrt(R_j / w_j),
 // where w_j is its budget share and s one scalar. With zCDP each release
 // costs 1/(2 z_j^2) = w_j / (2 s^2 R_j), mechanism j costs w_j / (2 s^2), and
-// the job costs 1 / (2 s^2) when the shares sum to 1: the spec's split
-// rho_j = w_j rho. The job's DpEvent is
+// the job costs 1 / (2 s^2) when the shares sum to 1: the split
+// rho_j = w_j rho (the paper splits its budget in equal thirds). The job's
+// DpEvent is
 //   Composed{ SelfComposed(R_j, [PoissonSampled(q_j,] Gaussian(z_j)[)]) }_j
 // and s is calibrated to the (epsilon, delta) target either
 //  * by the privacy core (CalibrationMode::kAccountant, the default): the
@@ -19,12 +21,12 @@
 //    PLD; both price Poisson sampling, Algorithms 3-4), or
 //  * in closed form (CalibrationMode::kZcdpClosedForm, full batch only):
 //    rho = rho(epsilon, delta) = (sqrt(ln(1/delta) + epsilon) -
-//    sqrt(ln(1/delta)))^2 and s = 1 / sqrt(2 rho) (spec §3.3; the golden
-//    numbers of spec §7 T2).
+//    sqrt(ln(1/delta)))^2 and s = 1 / sqrt(2 rho).
 // The paper's own split (per call (eps/sqrt(18T), delta/(3(T+1))) with
-// advanced composition, spec §3.2) does not compose to epsilon and is never
-// used to charge; PaperLiteralSigma and AdvancedCompositionSigma below only
-// reproduce the spec's comparison numbers.
+// advanced composition, its Lemma 2.1) does not compose to epsilon: per
+// iteration (eps/sqrt(2T), delta/(T+1)) gives eps sqrt(ln((T+1)/delta)) +
+// eps^2 in total. It is never used to charge; PaperLiteralSigma and
+// AdvancedCompositionSigma below only reproduce comparison numbers.
 #ifndef DPOPT_CORE_OPTIM_BILEVEL_ACCOUNTING_H_
 #define DPOPT_CORE_OPTIM_BILEVEL_ACCOUNTING_H_
 
@@ -39,7 +41,8 @@
 
 namespace dpopt::optim::bilevel {
 
-// Budget split w = (w_out, w_in1, w_in2) of spec §2.7(b) / §3.3.
+// Budget split w = (w_out, w_in1, w_in2) between the outer gradient and the
+// two inner solves (the paper: equal thirds).
 struct BudgetSplit {
   double outer = 1.0 / 3;
   double inner1 = 1.0 / 3;
@@ -49,25 +52,26 @@ struct BudgetSplit {
   absl::Status Validate() const;
 };
 
-// zCDP <-> (epsilon, delta) (Bun & Steinke 2016, Prop. 1.3; spec §3.3).
+// zCDP <-> (epsilon, delta) (Bun & Steinke 2016, Prop. 1.3).
 // REQUIRES: epsilon > 0, 0 < delta < 1, rho >= 0.
 double ZcdpFromEpsilonDelta(double epsilon, double delta);
 double EpsilonFromZcdp(double rho, double delta);
 
 // Lemma 2.2 of the paper: sigma = sqrt(2 ln(5 / (4 delta))) * sensitivity /
 // epsilon for an (epsilon, delta)-DP Gaussian mechanism (epsilon, delta in
-// (0, 1)). Used only for the comparison numbers of spec §3.2.
+// (0, 1)). Used only for comparison numbers.
 double Lemma22Sigma(double sensitivity, double epsilon, double delta);
 // The paper's literal per-call calibration of the outer noise: Lemma 2.2 at
-// (epsilon / sqrt(18 T), delta / (3 (T + 1))) (spec §3.2). NOT how jobs are
+// (epsilon / sqrt(18 T), delta / (3 (T + 1))). NOT how jobs are
 // calibrated (that split does not compose to epsilon with Lemma 2.1).
 double PaperLiteralSigma(double sensitivity, double epsilon, double delta,
                          int64_t outer_iterations);
 // zCDP of the paper-literal calibration: 3T Gaussian calls, each
-// sensitivity^2 / (2 sigma^2) (spec §3.2: "the paper's calibration is
-// private, and conservative, under zCDP").
+// sensitivity^2 / (2 sigma^2): under zCDP accounting the paper's
+// calibration is private, and conservative (about 0.33 epsilon at
+// epsilon = 1, delta = 1e-5, T = 100).
 double PaperLiteralZcdp(double epsilon, double delta, int64_t outer_iterations);
-// The corrected advanced-composition split of spec §3.2: delta1 = delta /
+// A corrected advanced-composition split: delta1 = delta /
 // (T + 1), eps1 the root of a eps1 + 2T eps1^2 = epsilon with a = sqrt(2T
 // ln(1/delta1)), per call (eps1/3, delta1/3) through Lemma 2.2.
 double AdvancedCompositionSigma(double sensitivity, double epsilon,

@@ -40,7 +40,6 @@ class RowCache {
   Eigen::MatrixXd columns_;
 };
 
-
 // Fills the zero fields of `overrides` from `defaults`.
 ProblemConstants Merge(const ProblemConstants& defaults,
                        const ProblemConstants& overrides) {
@@ -57,7 +56,7 @@ ProblemConstants Merge(const ProblemConstants& defaults,
   return c;
 }
 
-// Family Q (spec §5) and its nonconvex variant.
+// The quadratic family and its nonconvex variant.
 class QuadraticProblem final : public BilevelProblem {
  public:
   QuadraticProblem(Eigen::MatrixXd b, double rho_x, bool nonconvex,
@@ -129,7 +128,7 @@ class QuadraticProblem final : public BilevelProblem {
   mutable Eigen::VectorXd cached_bx_;
 };
 
-// Example 3.1 (spec §4).
+// Example 3.1 of Kornowski 2024.
 class LeakExample final : public BilevelProblem {
  public:
   LeakExample(int64_t d, ProblemConstants constants)
@@ -278,7 +277,7 @@ absl::StatusOr<std::unique_ptr<BilevelProblem>> MakeProblem(
       }
       const bool nonconvex = options.kind == ProblemKind::kQuadraticNonconvex;
       ProblemConstants defaults;
-      // ||u_i||, ||v_i|| <= 1 (spec §5): over Y = {B x + u_bar},
+      // ||u_i||, ||v_i|| <= 1: over Y = {B x + u_bar},
       // ||grad_y g_i|| = ||u_bar - u_i|| <= 2.
       defaults.lipschitz_g = 2;
       defaults.smoothness_g = 1 + b_norm * b_norm;
@@ -296,7 +295,7 @@ absl::StatusOr<std::unique_ptr<BilevelProblem>> MakeProblem(
       break;
     }
     case ProblemKind::kLeakExample: {
-      // Spec §4 R-LEAK: over Y = B(0, 1).
+      // The leak regression setting: over Y = B(0, 1).
       ProblemConstants defaults;
       defaults.lipschitz_g = 2;
       defaults.smoothness_g = 1;

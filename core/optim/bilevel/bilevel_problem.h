@@ -1,19 +1,22 @@
-// The server-side catalogue of bilevel problems of dp_bilevel (spec/bilevel-
-// dp-bilevel.md §1.1, §4, §5). A client never supplies code: it names a
+// The server-side catalogue of bilevel problems of dp_bilevel (Kornowski
+// 2025, Sec. 2 and Example 3.1; docs/algorithms/bilevel.md). A client never
+// supplies code: it names a
 // problem and its public parameters; the rows of the dataset are the data
 // xi_i of the problem.
 //
-// Per-example oracle (spec §2.0 P1): for record i at (x, y) the problem
+// Per-example oracle: for record i at (x, y) the problem
 // returns grad_y g_i, grad_y f_i and the outer vector
 //   v_i = grad_x f_i(x, y_lam) + lambda (grad_x g_i(x, y_lam) - grad_x g_i(x,
 //   y))
-// (differenced BEFORE any clipping, spec §3.4), each possibly "absent"
+// (differenced BEFORE any clipping: grad_x g_i itself need not be bounded,
+// only its difference is), each possibly "absent"
 // (identically zero); and the data-free (public) parts, already averaged.
 // Per-example outputs may be non-finite on extreme rows; callers clip them
 // with SafeClip, which is total.
 //
 // Catalogue:
-//  * kQuadratic (family Q, spec §5): rows (u_i, v_i) in R^{2 dy};
+//  * kQuadratic ("family Q", a quadratic test family with closed forms):
+//    rows (u_i, v_i) in R^{2 dy};
 //      g_i = 1/2 ||y - B x - u_i||^2,  f_i = 1/2 ||y - v_i||^2 + rho_x/2
 //      ||x||^2
 //    with a public B in R^{dy x dx}; then grad_x g_i(x, y_lam) -
@@ -21,7 +24,8 @@
 //    vector is public: rho_x x - lambda B^T (y_lam - y).
 //  * kQuadraticNonconvex: the same with f_i = sum_k phi(y_k - v_ik) +
 //    rho_x/2 ||x||^2, phi(s) = s^2 / (1 + s^2).
-//  * kLeakExample (Example 3.1, spec §4): rows xi_i in R^d, dx = dy = d;
+//  * kLeakExample (the paper's Example 3.1: privacy leaks from the lower to
+//    the upper level): rows xi_i in R^d, dx = dy = d;
 //      f(x, y) = 1/2 ||x + y||^2 (no data),  g_i = 1/2 ||y - xi_i||^2.
 #ifndef DPOPT_CORE_OPTIM_BILEVEL_BILEVEL_PROBLEM_H_
 #define DPOPT_CORE_OPTIM_BILEVEL_BILEVEL_PROBLEM_H_
@@ -38,8 +42,9 @@
 
 namespace dpopt::optim::bilevel {
 
-// Declared constants of Assumptions 2.5/2.6 (spec §1.2). Public inputs:
-// privacy never depends on their truth, only on the clip norms (§3.4).
+// Declared constants of the paper's Assumptions 2.5/2.6. Public inputs:
+// privacy never depends on their truth, only on the clip norms the server
+// enforces.
 struct ProblemConstants {
   double lipschitz_f = 0;          // L0^f
   double smoothness_f = 0;         // L1^f

@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
-#include "core/optim/release_budget.h"
 #include "core/optim/bilevel/private_sums.h"
+#include "core/optim/release_budget.h"
 
 namespace dpopt::optim::bilevel {
 namespace {
@@ -111,7 +111,7 @@ class Inner2Source final : public InnerSource {
 };
 
 // Outer vector: c_i = Clip(v_i, C_out) / n (v_i differenced before
-// clipping, spec §3.4); public part of the same expression.
+// clipping); public part of the same expression.
 class OuterSource final : public ContributionSource {
  public:
   OuterSource(const BilevelProblem& problem, double clip, double lambda,
@@ -202,7 +202,8 @@ class DpBilevel final : public Algorithm {
     if (options_.naive) {
       if (!target.non_private) {
         return absl::InvalidArgumentError(
-            "naive mode is the NON-PRIVATE penalty method (spec §4): it runs "
+            "naive mode is the NON-PRIVATE penalty method (it leaks, see "
+            "Example 3.1 of the paper): it runs "
             "only on public datasets");
       }
     } else {
@@ -364,7 +365,7 @@ absl::StatusOr<BilevelPlan> MakeBilevelPlan(const DpBilevelOptions& options,
     if (options.penalty < plan.lambda_min * (1 - 1e-12)) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "penalty lambda = %g is below lambda_min = %g = max(2 L1^f/mu_g, "
-          "2 L1^g/mu_g, L0^f/L0^g, L1^f/L1^g) (spec §2.2, A2)",
+          "2 L1^g/mu_g, L0^f/L0^g, L1^f/L1^g)",
           options.penalty, plan.lambda_min));
     }
     plan.lambda = options.penalty;
@@ -592,7 +593,8 @@ absl::StatusOr<SolveResult> RunDpBilevel(const DpBilevelOptions& options,
   result.model.weights = xs[t_out];
   result.model.dimension = p.dx();
   result.released.push_back({"x_out", ToVector(xs[t_out]),
-                             "outer output x_{t_out} (spec §2.2 step 5)"});
+                             "outer output x_{t_out} (Algorithm 1's output "
+                             "rule)"});
   result.released.push_back(
       {"t_out",
        {static_cast<double>(t_out)},

@@ -1,9 +1,9 @@
-// DP bilevel optimization (Kornowski; spec/bilevel-dp-bilevel.md):
-// Algorithm 1 (full batch, job type "dp_bilevel", spec §2.2) and Algorithms
-// 3-4 (mini-batch with server-side Poisson sampling, "dp_bilevel_minibatch",
-// spec §2.3-2.4) on a catalogue problem (bilevel_problem.h).
+// DP bilevel optimization (Kornowski 2024; docs/algorithms/bilevel.md):
+// Algorithm 1 (full batch, job type "dp_bilevel") and Algorithms 3-4
+// (mini-batch with server-side Poisson sampling, "dp_bilevel_minibatch") on
+// a catalogue problem (bilevel_problem.h).
 //
-// For t = 0..T-1 (spec §2.2, penalty form Eq. (3)):
+// For t = 0..T-1 (Algorithm 1, penalty form Eq. (3)):
 //   1. y~_t    = inner solve of g_S(x_t, .)            per-example vector
 //                Clip(grad_y g_i, C_gy) / n
 //   2. y~lam_t = inner solve of f_S + lambda g_S        per-example vector
@@ -19,9 +19,10 @@
 // Inner solves: DP-Loc-GD (dp_loc_gd.h), practical mode by default. Mini-
 // batch: each inner step uses a fresh Poisson(q_in) batch and the outer
 // gradient a Poisson(q_out) batch, normalised by the public expected size
-// (never the paper's with-replacement sampling, spec §3.3 / A5).
+// (never the paper's with-replacement sampling: a record drawn k times
+// moves the batch k times, which its Lemma 2.3 as printed does not cover).
 //
-// Privacy (spec §3.3): every release is a Gaussian mechanism; the job's
+// Privacy: every release is a Gaussian mechanism; the job's
 // event is Composed{SelfComposed(T K1, G(z1)), SelfComposed(T K2, G(z2)),
 // SelfComposed(T, G(z_out))} (PoissonSampled around G in mini-batch),
 // z_j = s sqrt(R_j / w_j) with the budget split w (accounting.h), s
@@ -30,13 +31,13 @@
 // a replace-one dataset, C/n for add/remove (the event is analysed natively
 // under the dataset's relation); mini-batch needs add/remove. With w_out = 0
 // the outer step adds no noise and is charged nothing, which is allowed only
-// for problems whose outer vector has no per-example part (spec §2.6
-// observation); otherwise INVALID_ARGUMENT.
+// for problems whose outer vector has no per-example part (its sensitivity
+// is 0, as in the paper's Sec. 7 application); otherwise INVALID_ARGUMENT.
 //
-// Naive mode (spec §4, NON-PRIVATE): exact inner solves (no clipping, no
-// noise) and no outer noise, i.e. the non-private penalty method, which is
-// what the naive "DP" method releases when its computed outer sensitivity
-// is 0 (Example 3.1). Calibrate() refuses it unless the target is
+// Naive mode (NON-PRIVATE; the paper's Sec. 3 warning): exact inner solves (no
+// clipping, no noise) and no outer noise, i.e. the non-private penalty method,
+// which is what the naive "DP" method releases when its computed outer
+// sensitivity is 0 (Example 3.1). Calibrate() refuses it unless the target is
 // non-private (public datasets only, decided by the server).
 #ifndef DPOPT_CORE_OPTIM_BILEVEL_DP_BILEVEL_H_
 #define DPOPT_CORE_OPTIM_BILEVEL_DP_BILEVEL_H_
@@ -65,14 +66,17 @@ struct DpBilevelOptions {
   std::vector<double> initial_inner;
   // R_Y with y*(x) in B(y0, R_Y) (0 = 2 C_gy / mu_g, Remark 2.7).
   double inner_radius = 0;
-  // lambda (0 = max(lambda_min, 10 kappa), spec §2.7(b)); must be >=
-  // lambda_min = max(2L1^f/mu_g, 2L1^g/mu_g, L0^f/L0^g, L1^f/L1^g) (spec A2).
+  // lambda (0 = max(lambda_min, 10 kappa)); must be >= lambda_min =
+  // max(2L1^f/mu_g, 2L1^g/mu_g, L0^f/L0^g, L1^f/L1^g): the union of the
+  // paper's conditions (its Lemmas 8.1 and 4.4 state 2L1^g/mu_g, but the
+  // strong convexity of f + lambda g needs 2L1^f/mu_g, as in Lemma 4.3).
   double penalty = 0;
-  // eta (0 = 1 / (2 ell (1 + kappa)^3), spec §2.7(b)).
+  // eta (0 = 1 / (2 ell (1 + kappa)^3), a proxy for 1 / (2 x the O(ell
+  // kappa^3) smoothness of L*_lambda)).
   double outer_step = 0;
   // T in [1, 10000].
   int64_t outer_iterations = 20;
-  // Clip norms (0 = spec §2.2 defaults: C_gy = L0^g, C_fy = L0^f,
+  // Clip norms (0 = the defaults: C_gy = L0^g, C_fy = L0^f,
   // C_out = L0^f + 2 L1^g L0^f / mu_g). In [0, 1e6].
   double clip_gy = 0;
   double clip_fy = 0;
@@ -83,7 +87,8 @@ struct DpBilevelOptions {
   double inner_sampling_rate = 1;
   double outer_sampling_rate = 1;
   CalibrationMode calibration = CalibrationMode::kAccountant;
-  // Start each inner solve from the previous released solution (spec A13).
+  // Start each inner solve from the previous released solution (free: they
+  // are released outputs; the paper restarts from y0).
   bool warm_start = false;
   // NON-PRIVATE naive penalty method (public datasets only).
   bool naive = false;
@@ -150,8 +155,8 @@ absl::StatusOr<SolveResult> RunDpBilevel(const DpBilevelOptions& options,
                                          SolveContext& context,
                                          BilevelTrace* trace);
 
-// t_out = argmin_{0 <= t < T} ||x_{t+1} - x_t|| (smallest t on ties; spec
-// §2.2 step 5). REQUIRES: x.size() >= 2.
+// t_out = argmin_{0 <= t < T} ||x_{t+1} - x_t|| (smallest t on ties;
+// Algorithm 1's output rule). REQUIRES: x.size() >= 2.
 int64_t OutputIndex(const std::vector<Eigen::VectorXd>& x);
 
 }  // namespace dpopt::optim::bilevel

@@ -1,7 +1,7 @@
-// The strongly convex inner solver of bilevel family (spec/bilevel-dp-bilevel.md
-// §2.1 and §2.3): DP-Loc-GD (paper Algorithm 2; Algorithm 4 with Poisson
-// batches), the spec's practical mode, and the exact (non-private) mode of
-// the naive penalty method (spec §4).
+// The strongly convex inner solver of bilevel family (Kornowski 2024,
+// Algorithms 2 and 4; docs/algorithms/bilevel.md): DP-Loc-GD (Algorithm 2;
+// Algorithm 4 with Poisson batches), a practical mode, and the exact
+// (non-private) mode of the naive penalty method.
 //
 // Every step asks the PrivateSumOracle for one privatized direction
 //   u + nu = (clipped per-example sum + Gaussian noise) + public gradient
@@ -10,14 +10,18 @@
 //      y^m_{t+1} = Proj_{B(y^m_0, R_m)}(y^m_t - eta_t (u + nu)),
 //      eta_t = 1 / (mu (t + 1)) (restarting every round);
 //    y^{m+1}_0 = (1/T_GD) sum_{t=0}^{T_GD-1} y^m_t (includes y^m_0, excludes
-//    y^m_{T_GD}; spec [FIX] of the 1/T typo); output y^M_0.
-//    M = max(1, ceil(log2(ln(max(e^2, mu eps' n / L))))) (spec A9), T_GD = n^2
-//    unless set, radii from the spec's explicit recursion (§2.1):
+//    y^m_{T_GD}; the paper writes 1/T, meaning T_GD); output y^M_0.
+//    M = max(1, ceil(log2(ln(max(e^2, mu eps' n / L))))) (the paper's
+//    log2 ln(mu eps' n / L) can be fractional or <= 0), T_GD = n^2 unless
+//    set, radii from an explicit form of the Theta~ recursion of the proof
+//    of Thm A.1 (our constants):
 //      gap_m = 2 R_m (sigma + 2L [minibatch]) sqrt(2 ln(4M/gamma)/T_GD)
 //            + H (L^2 + sigma^2 (sqrt(d) + sqrt(2 ln(2 M T_GD/gamma)))^2)
 //              / (mu T_GD),                      H = 1 + ln T_GD,
 //      R_{m+1} = min(2 R_m, sqrt(2 gap_m / mu)).
-//  * kPractical (§2.1 "practical mode", spec A11, the default): M = 1,
+//  * kPractical (the default; T_GD = n^2 costs O(n^3) per-example gradients
+//    per solve, infeasible beyond toy n, and the paper allows any DP
+//    strongly convex solver with the optimal rate, Appendix A): M = 1,
 //    constant step 1/beta, T_GD = ceil(2 (beta/mu) ln(max(e, n))), projection
 //    onto B(y0, R0), output the mean of the last ceil(T_GD/2) iterates.
 //  * kExact: NON-PRIVATE. Plain projected GD with step 1/beta and no
@@ -25,7 +29,7 @@
 //    ceil(40 beta/mu) + 100 steps (error factor <= e^-40); the last iterate.
 //    Only for the naive mode on public data and for tests.
 // The plan (M, T_GD, steps, radii) depends only on public inputs and the
-// calibrated noise, so it costs no privacy (spec §3.4).
+// calibrated noise, so it costs no privacy.
 #ifndef DPOPT_CORE_OPTIM_BILEVEL_DP_LOC_GD_H_
 #define DPOPT_CORE_OPTIM_BILEVEL_DP_LOC_GD_H_
 
@@ -44,13 +48,13 @@ enum class InnerMode { kPractical, kPaper, kExact };
 
 struct InnerSolverOptions {
   InnerMode mode = InnerMode::kPractical;
-  // kPaper: M (0 = the spec A9 formula). In [0, 64].
+  // kPaper: M (0 = the PaperRounds formula). In [0, 64].
   int64_t rounds = 0;
   // kPaper: T_GD per round (0 = n^2); kPractical: T_GD (0 = the formula
   // above). In [0, 10^6]. The product with the rounds is at most 10^6.
   int64_t steps = 0;
-  // gamma, the failure probability used by the paper radii (spec A17),
-  // in (0, 1).
+  // gamma, the failure probability used by the paper radii (not an input
+  // in the paper; it only enters log factors), in (0, 1).
   double failure_probability = 0.05;
   absl::Status Validate() const;
 };
@@ -87,7 +91,8 @@ struct InnerPlan {
   }
 };
 
-// M = max(1, ceil(log2(ln(max(e^2, mu eps' n / L))))) (spec §2.1, A9).
+// M = max(1, ceil(log2(ln(max(e^2, mu eps' n / L))))) (Thm 8.2's
+// M = log2 ln(mu eps' n / L), made an integer >= 1).
 int64_t PaperRounds(double mu, double per_call_epsilon, double rows,
                     double lipschitz);
 

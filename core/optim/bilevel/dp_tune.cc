@@ -8,11 +8,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
-#include "core/optim/objective.h"
-#include "core/optim/release_budget.h"
 #include "core/optim/bilevel/dp_bilevel.h"
 #include "core/optim/bilevel/primitives.h"
 #include "core/optim/bilevel/private_sums.h"
+#include "core/optim/objective.h"
+#include "core/optim/release_budget.h"
 
 namespace dpopt::optim::bilevel {
 namespace {
@@ -208,7 +208,7 @@ class DpTune final : public Algorithm {
     if (!plan.noisy_outer) {
       c.notes.push_back(
           "outer sigma = 0: the weight update lambda (R(theta^lam) - "
-          "R(theta)) is post-processing of the released models (spec §2.6)");
+          "R(theta)) is post-processing of the released models");
     }
     return c;
   }

@@ -1,5 +1,6 @@
 // dp_tune_regularization: private regularization tuning as a bilevel
-// problem (paper §7, corrected in spec/bilevel-dp-bilevel.md §2.6).
+// problem (Kornowski 2024, Sec. 7, with the sign of its update corrected;
+// docs/algorithms/bilevel.md).
 //
 // Upper level: the validation loss f(omega, theta) = (1/n_val) sum_val
 // loss_i(theta); lower level: g(omega, theta) = (1/n_tr) sum_tr
@@ -10,12 +11,14 @@
 //   2. theta^lam_t = DP-GD on f + lambda g(omega_t, .)  c_i = Clip(grad, C) *
 //                    (1/n_val for validation rows, lambda/n_tr for training)
 //   3. omega_{t+1} = Proj_[w_min, w_max](omega_t - eta (d_t + nu_t)),
-//      d_t,k = lambda (R_k(theta^lam_t) - R_k(theta_t))          [FIX sign]
+//      d_t,k = lambda (R_k(theta^lam_t) - R_k(theta_t))
+//      (the paper's closed form N(R(theta^lam) - R(theta), .) has the sign
+//      flipped and would ascend F; its argmin form above it is right)
 // Output: t_out = argmin_t ||omega_{t+1} - omega_t||, omega_out =
 // omega_{t_out}, the model theta_{t_out}.
 //
 // Privacy. Given the released theta_t and theta^lam_t, d_t contains no data
-// (spec §2.6 observation: sensitivity 0), so by default nu_t = 0, the outer
+// (its sensitivity is 0), so by default nu_t = 0, the outer
 // step is post-processing and the whole budget goes to the inner solves
 // (split (0, 1/2, 1/2)). With paper_outer_noise, nu_t ~ N(0, sigma^2 I) is
 // added as in the paper, calibrated as a Gaussian mechanism of sensitivity

@@ -1,5 +1,6 @@
 // dp_grid_search: the baseline analysts use without bilevel tuning
-// (spec/bilevel-dp-bilevel.md §6 E3 method (d)): train one DP model per
+// (not in Kornowski 2024; the natural comparison for its Sec. 7 tuning):
+// train one DP model per
 // regularization weight of a grid on the training part, then select a weight
 // privately on the validation part, all under ONE total budget.
 //

@@ -1,6 +1,6 @@
-// Shared primitives of bilevel family (DP bilevel optimization, Kornowski;
-// spec/bilevel-dp-bilevel.md §2.0): total per-example clipping (P2) and the
-// Euclidean projections the algorithms need (P3).
+// Shared primitives of bilevel family (DP bilevel optimization, Kornowski
+// 2025): total per-example clipping and the Euclidean projections the
+// algorithms need.
 #ifndef DPOPT_CORE_OPTIM_BILEVEL_PRIMITIVES_H_
 #define DPOPT_CORE_OPTIM_BILEVEL_PRIMITIVES_H_
 
@@ -15,7 +15,7 @@ namespace dpopt::optim::bilevel {
 // coordinate is not finite.
 double SafeNorm(const Eigen::Ref<const Eigen::VectorXd>& v);
 
-// Clip(v, C) := v * min(1, C / ||v||) (spec §2.0 P2), total on every input:
+// Clip(v, C) := v * min(1, C / ||v||), total on every input:
 // a vector with a non-finite coordinate (e.g. a gradient that overflowed on
 // an extreme but finite row) becomes 0, so the result always has norm
 // <= C (up to one rounding) and is finite. Replacing a record's vector by
@@ -23,13 +23,13 @@ double SafeNorm(const Eigen::Ref<const Eigen::VectorXd>& v);
 // REQUIRES: C > 0 finite.
 void SafeClip(double c, Eigen::Ref<Eigen::VectorXd> v);
 
-// Projection onto the closed ball B(center, radius) (spec §2.0 P3:
-// c + (z - c) min(1, R / ||z - c||)). REQUIRES: radius >= 0,
+// Projection onto the closed ball B(center, radius)
+// (c + (z - c) min(1, R / ||z - c||)). REQUIRES: radius >= 0,
 // center.size() == z.size().
 void ProjectOntoBall(const Eigen::Ref<const Eigen::VectorXd>& center,
                      double radius, Eigen::Ref<Eigen::VectorXd> z);
 
-// Closed convex sets X of the outer variable (spec §2.0 P3, §2.2 step 4).
+// Closed convex sets X of the outer variable (the prox step of Algorithm 1).
 enum class SetKind {
   kWhole,     // R^d (identity)
   kBox,       // [lower, upper]^d (coordinate clamp)

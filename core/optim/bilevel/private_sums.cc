@@ -46,7 +46,8 @@ absl::Status PrivateSumOracle::NoisySum(const PlannedMechanism& mechanism,
   ASSIGN_OR_RETURN(privacy::DpEvent event, mechanism.ReleaseEvent(scale));
   ASSIGN_OR_RETURN(noise::GaussianPlan plan,
                    noise::PlanGaussian(mechanism.sensitivity / q, z, d));
-  // Totality (design.md §5): the clipped sum is at most rows * bound / q in
+  // Totality (docs/architecture.md, invariant "outcomes depend only on
+  // what was charged"): the clipped sum is at most rows * bound / q in
   // norm whatever the rows are; refuse (before charging, from public values)
   // a plan whose grid could not represent that, so no row can make the
   // noise step fail.

@@ -5,8 +5,9 @@
 // A ContributionSource defines, at the current (public, privatized) point,
 // one bounded vector c_i per record: a clipped per-example vector times the
 // record's PUBLIC weight (1/n, 1/n_tr, lambda/n_tr, ...), with
-// ||c_i|| <= bound() for every finite row (spec §2.0 P2, §3.4), plus a
-// data-free part added after the noise (spec §2.0 P1).
+// ||c_i|| <= bound() for every finite row (clipping makes privacy hold
+// whatever the true Lipschitz constants are), plus a data-free part added
+// after the noise.
 //
 // NoisySum(mechanism, s, source) releases, for the mechanism's Poisson rate q
 // (q = 1: every row, no draws),
@@ -30,10 +31,10 @@
 #include "absl/status/statusor.h"
 #include "core/data/dataset.h"
 #include "core/noise/random.h"
+#include "core/optim/bilevel/accounting.h"
 #include "core/optim/poisson_sampler.h"
 #include "core/optim/private_oracle.h"
 #include "core/optim/release_budget.h"
-#include "core/optim/bilevel/accounting.h"
 #include "core/privacy/privacy_filter.h"
 
 namespace dpopt::optim::bilevel {
@@ -51,7 +52,7 @@ class ContributionSource {
                           Eigen::Ref<Eigen::VectorXd> out,
                           Eigen::VectorXd& scratch) const = 0;
   // out += the same contribution WITHOUT clipping (the non-private penalty
-  // method of spec §4; public datasets and tests only).
+  // method; public datasets and tests only).
   virtual void AddUnclipped(const Dataset& data, int64_t i,
                             Eigen::Ref<Eigen::VectorXd> out,
                             Eigen::VectorXd& scratch) const = 0;

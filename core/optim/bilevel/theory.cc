@@ -17,7 +17,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // a / b with a / 0 = +inf (a constant that is 0 imposes no condition).
 double Ratio(double a, double b) { return b > 0 ? a / b : kInf; }
 
-// R_M of one paper-mode solve: the §2.1 recursion run M times from R_0
+// R_M of one paper-mode solve: the radii recursion (dp_loc_gd.h) run M
+// times from R_0
 // (SetPaperRadii fills R_0..R_M when asked for M + 1 rounds with the same
 // M and T_GD in its logarithms).
 double FinalRadius(const InnerProblem& problem, int64_t rounds, double steps,
@@ -90,7 +91,7 @@ absl::StatusOr<TheoryPoint> EvaluateTheory(const TheoryInputs& in,
   const double n = static_cast<double>(in.rows);
   TheoryPoint p;
   p.alpha = alpha;
-  // §2.7(a) step 3.
+  // lambda, L_out, eta and T at this alpha (theory.h).
   p.lambda = std::max(TheoryLambdaMin(k), 2 * ell * std::pow(kappa, 3) / alpha);
   p.smoothness_out = ell * std::pow(1 + kappa, 3);
   p.eta = 1 / (2 * p.smoothness_out);
@@ -103,7 +104,7 @@ absl::StatusOr<TheoryPoint> EvaluateTheory(const TheoryInputs& in,
   }
   p.outer_iterations = static_cast<int64_t>(t_real);
   const double t = t_real;
-  // §3.3: rho split as w_j rho / T per iteration; Gaussian with sensitivity
+  // rho split as w_j rho / T per iteration; Gaussian with sensitivity
   // Delta and std s is Delta^2 / (2 s^2)-zCDP.
   const double rho = ZcdpFromEpsilonDelta(in.epsilon, in.delta);
   const double f = in.relation_factor;
@@ -112,8 +113,8 @@ absl::StatusOr<TheoryPoint> EvaluateTheory(const TheoryInputs& in,
   const double c_out =
       k.lipschitz_f + 2 * k.smoothness_g * k.lipschitz_f / mu_g;
   p.sigma = (f * c_out / n) / std::sqrt(2 * in.split.outer * rho / t);
-  // Inner solves (§2.2 steps 1-2) in the paper's mode: T_GD = n^2, M from
-  // the zCDP-equivalent epsilon' of the call's share, failure gamma/(4T).
+  // Inner solves (Algorithm 1, steps 1-2) in the paper's mode: T_GD = n^2, M
+  // from the zCDP-equivalent epsilon' of the call's share, failure gamma/(4T).
   const double t_gd = n * n;
   const double gamma_in = in.failure / (4 * t);
   const double radius_y = 2 * c_gy / mu_g;
@@ -149,7 +150,8 @@ absl::StatusOr<TheoryPoint> EvaluateTheory(const TheoryInputs& in,
            p.lambda * k.smoothness_g * p.radius_inner1;
   p.noise_bound = p.sigma * (std::sqrt(static_cast<double>(in.dx)) +
                              std::sqrt(2 * std::log(2 * t / in.failure)));
-  // §2.7(a) step 4.
+  // Feasibility: Prop. 4.6's conditions beta <= alpha'/8 and
+  // ||nu_t|| <= alpha'/8 at alpha' = alpha / 2.
   p.feasible = alpha <= TheoryAlphaMax(k, in.initial_gap) &&
                16 * p.bias <= alpha && 16 * p.noise_bound <= alpha;
   return p;
@@ -192,7 +194,7 @@ absl::StatusOr<TheoryResult> TheoryCalculator(const TheoryInputs& in) {
     r.message = absl::StrFormat(
         "n too small for the theory: no alpha in (%g, %g] meets 16 beta <= "
         "alpha and 16 a_sigma <= alpha at n = %d; use the practical defaults "
-        "(spec §2.7(b))",
+        "(dp_bilevel.h)",
         grid(kGrid), r.alpha_max, in.rows);
     return r;
   }

@@ -1,10 +1,11 @@
 // Shared pieces of bilevel family's private hyperparameter tuning jobs
-// (dp_tune_regularization, spec/bilevel-dp-bilevel.md §2.6 corrected, and
+// (dp_tune_regularization, Kornowski 2024, Sec. 7 corrected, and
 // the dp_grid_search baseline): the server-side train/validation split, the
 // public constants of a loss, and the per-example sources over an
 // Objective.
 //
-// Split ([CHOICE], spec §2.6 "fixed partition"): every row goes to the
+// Split (our choice; the paper assumes a fixed partition): every row goes
+// to the
 // validation part independently with probability `validation_fraction`,
 // drawn from the job's random source (the secure generator in the server;
 // never client-seeded, never released). The normalisers are PUBLIC:
@@ -27,9 +28,9 @@
 #include "absl/status/statusor.h"
 #include "core/data/dataset.h"
 #include "core/noise/random.h"
+#include "core/optim/bilevel/dp_loc_gd.h"
 #include "core/optim/model.h"
 #include "core/optim/objective.h"
-#include "core/optim/bilevel/dp_loc_gd.h"
 
 namespace dpopt::optim::bilevel {
 
@@ -47,8 +48,8 @@ struct TuningCommon {
   // A^2, huberized hinge A^2/(2h), hinge A^2 as a step-size proxy).
   double smoothness = 0;
   // The box [weight_min, weight_max] of every regularization weight,
-  // 0 < weight_min <= weight_max <= 1e6 (spec A7: weight_min > 0 keeps g
-  // strongly convex).
+  // 0 < weight_min <= weight_max <= 1e6 (weight_min > 0 keeps g strongly
+  // convex; the paper's omega >= 0 allows omega = 0).
   double weight_min = 1e-3;
   double weight_max = 10;
 

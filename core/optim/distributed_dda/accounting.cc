@@ -129,7 +129,8 @@ absl::StatusOr<AccountingPlan> PlanAccounting(const AccountingInput& in,
         "%.4g: %s. The job's cost below is the HONEST replace-one epsilon of "
         "this noise (WBK, visible activation).",
         sigma, in.iota, out.shard_rows, in.paper_delta0, t_min,
-        certified ? "met (the theorem's constant 32 is still wrong, spec §3.4)"
+        certified ? "met (the theorem's constant 32 is still wrong: its proof "
+                    "needs 160)"
                   : "NOT met, UNCERTIFIED"));
     if (target.epsilon < 1) {
       const double delta = 1 - (1 - target.epsilon) *

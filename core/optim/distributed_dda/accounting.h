@@ -1,16 +1,17 @@
-// Privacy accounting of distributed-DDA family (spec §3; read §3.4 and §3.5 first).
+// Privacy accounting of distributed-DDA family (Liu, Johansson & Shi 2023,
+// Sec. 3.3; docs/algorithms/distributed_dda.md).
 //
-// The paper's Theorem 1 is not a usable guarantee (§3.4: composition
-// constant 32 should be 160, its delta is >= epsilon, its preconditions fail
-// by orders of magnitude in its own experiments, and its amplification by
-// node sampling needs the active sets to stay hidden, while here they come
-// from a public seed and every message reveals them). Only the two modes
-// below reach the ledger; both use VISIBLE activation: the node holding the
-// differing record is charged only for the steps in which it is active, and
-// K, the largest number of gradient passes in which any one node is active,
-// is computed exactly from the public seed before anything is charged
-// (spec §3.5 (b)/(c): "charge K eps_WOR(alpha), with K computed from the
-// public seed"). The charge is a DpEvent of the shared accountant:
+// The paper's Theorem 1 is not a usable guarantee (its composition constant 32
+// should be 160 for the epsilon it states, the delta its proof yields
+// is >= epsilon, its preconditions fail by orders of magnitude in its own
+// experiments, and its amplification by node sampling needs the active sets to
+// stay hidden, while here they come from a public seed and every message
+// reveals them). Only the two modes below reach the ledger; both use VISIBLE
+// activation: the node holding the differing record is charged only for the
+// steps in which it is active, and K, the largest number of gradient passes in
+// which any one node is active, is computed exactly from the public seed before
+// anything is charged (the job is charged K eps_WOR(alpha)). The charge is a
+// DpEvent of the shared accountant:
 //
 //  * kWbkReplaceOne (replace-one datasets): each active node draws b of its
 //    exactly q rows without replacement and releases their clipped sum plus
@@ -18,7 +19,7 @@
 //      SelfComposed(K, SampledWithoutReplacement(q, b, Gaussian(z))),
 //    z = sigma / (2L + grid), priced by Wang-Balle-Kasiviswanathan Thm. 27
 //    (core/privacy/wor_gaussian.h).
-//  * kPoissonAddRemove (add/remove datasets; spec §3.5 (c), last bullet):
+//  * kPoissonAddRemove (add/remove datasets):
 //    rows are assigned to nodes independently and uniformly, each active
 //    node includes each of its rows with probability p = b n / N_public and
 //    releases the clipped sum plus noise, normalised by the public b. Under
@@ -28,7 +29,7 @@
 //    under add/remove.
 //  * kAuto: kWbkReplaceOne on replace-one datasets, kPoissonAddRemove on
 //    add/remove ones (the relation the ledger charges under).
-//  * kPaper: the paper's own calibration (§3.3)
+//  * kPaper: the paper's own calibration (Theorem 1)
 //      sigma = (iota L / (q epsilon)) sqrt(32 T log(2 / delta0)),
 //    for reproducing its figures on PUBLIC data only (never charged; the
 //    server refuses it on private datasets). The run samples like
@@ -86,11 +87,11 @@ struct AccountingPlan {
   std::vector<std::string> notes;
 };
 
-// The paper's sigma (spec §3.3; test property 6).
+// The paper's sigma (Theorem 1 with equality, as its experiments use it).
 double PaperSigma(double epsilon, double delta0, int64_t iterations,
                   double iota, double clip_norm, double q);
 
-// Remark 3.1 with the corrected constant 160 (spec §3.3, property 8): the
+// Remark 3.1 with the corrected constant 160: the
 // paper's claimed spend after t of T steps,
 // sqrt(3 t / (5 T)) eps + (t / (5 T)) eps^2. Display only.
 double PaperSpentEpsilon(int64_t t, int64_t T, double epsilon);

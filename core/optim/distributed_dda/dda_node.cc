@@ -41,7 +41,8 @@ absl::Status DdaNode::SampleBatch() {
     return sampler.Sample(q, &batch_);
   }
   // b distinct rows, uniformly (Floyd's algorithm), fresh each step
-  // (spec A20: no shuffling or epochs).
+  // (no shuffling or epochs: the amplification argument assumes fresh
+  // uniform draws).
   const int64_t b = std::min(params_->batch_size, q);
   for (int64_t j = q - b; j < q; ++j) {
     const int64_t r = static_cast<int64_t>(rng_->UniformInt(j + 1));

@@ -1,8 +1,10 @@
-// One node of distributed-DDA family's DP distributed dual averaging (spec §2.2, §6.1):
+// One node of distributed-DDA family's DP distributed dual averaging (Liu,
+// Johansson & Shi 2023, Algorithm 1):
 // the per-node code that runs unchanged in the in-process simulation and in
 // every MPI rank. A node sees only its own shard, its own state (z_i, x_i,
 // the running average), its own SECRET generator, the public parameters and
-// the messages it receives (spec §6.3 "Isolation"); nothing global.
+// the messages it receives; nothing global (so the simulation cannot use
+// global information, such as z_bar, inside the algorithm).
 //
 // Per active step t (Algorithm 1, steps 4a-4f):
 //   xi      <- the node's sample: b rows uniformly without replacement from
@@ -32,10 +34,10 @@
 #include "core/data/dataset.h"
 #include "core/noise/random.h"
 #include "core/noise/vector_mechanisms.h"
-#include "core/optim/objective.h"
-#include "core/optim/private_oracle.h"
 #include "core/optim/distributed_dda/gossip.h"
 #include "core/optim/distributed_dda/schedule.h"
+#include "core/optim/objective.h"
+#include "core/optim/private_oracle.h"
 
 namespace dpopt::optim::distributed_dda {
 
@@ -70,7 +72,7 @@ class DdaNode {
   int id() const { return id_; }
   int64_t shard_rows() const { return shard_.rows(); }
 
-  // z = 0, x = PRIMAL(0, iota A_1, gamma_1), average = x (spec §2.2 step 1).
+  // z = 0, x = PRIMAL(0, iota A_1, gamma_1), average = x.
   void Init(double iota_a1, double gamma1);
   // Steps 4a-4f: *message = z + a_t zeta; zeta is kept (last_zeta()).
   // Errors: the generator's failure (fail closed: nothing may be

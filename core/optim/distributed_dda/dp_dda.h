@@ -1,7 +1,7 @@
 // dp_dda: differentially private distributed dual averaging with node
-// subsampling (distributed-DDA family; Liu, Johansson, Shi, "Distributed Empirical Risk
-// Minimization With Differential Privacy", arXiv 2302.10520; spec
-// /work/shared/spec/distributed-DDA-dp-distributed-dda.md, Algorithm 1 in §2.2).
+// subsampling (distributed-DDA family; Liu, Johansson & Shi, "Distributed
+// Empirical Risk Minimization With Differential Privacy", arXiv 2302.10520,
+// 2023, Algorithm 1; docs/algorithms/distributed_dda.md).
 //
 // n nodes hold a random split of the dataset made by the server (secure
 // generator): WBK/paper accounting deals exactly q = floor(N / n) rows to
@@ -18,7 +18,7 @@
 // models x~_i^(T). All are post-processing of the noisy messages plus public
 // randomness (the activation pattern is public anyway: it comes from the
 // released public seed). Nothing computed on private rows without noise
-// (F(x), accuracy) is released (spec A23).
+// (F(x), accuracy) is released: such metrics are not post-processing.
 //
 // Privacy: accounting.h (visible activation only; the paper's calibration
 // only on public data).
@@ -50,17 +50,17 @@ class DpDdaTestPeer;  // core/optim/distributed_dda/testing, never in the server
 
 // Where the nodes run: all in this process (the simulation), or one MPI
 // process per rank started with mpirun (mpi_launcher.h; the same engine and
-// node code, spec §6.2).
+// node code).
 enum class Execution { kSimulation, kMpi };
 
 struct DpDdaOptions {
   ModelConfig model;  // h = (l2/2) ||x||^2 + l1 ||x||_1 (mu = l2, phi = l1)
-  // n in [1, 256] (spec §5.3: 20).
+  // n in [1, 256] (the paper's experiments: 20).
   int nodes = 20;
   GraphOptions graph;
   // Default: one random edge per step (the paper's experiments).
   GossipOptions gossip;
-  // Unset = the paper's experiments (spec §2.5): l2 > 0 and l1 = 0: a_t = t,
+  // Unset = the paper's experiments (Sec. 5): l2 > 0 and l1 = 0: a_t = t,
   // gamma_t = 20; otherwise a_t = 1, gamma_t = 0.01 sqrt(t).
   std::optional<ScheduleOptions> schedule;
   // T in [2, 10^6]: iterates x^(1..T), T - 1 gradient passes.
@@ -70,7 +70,7 @@ struct DpDdaOptions {
   // Rows per node and step (paper: 1); Poisson mode: the expected number.
   int64_t batch_size = 1;
   AccountingMode accounting = AccountingMode::kAuto;
-  // Paper mode's delta0 (spec §5.4: 0.01), in (0, 1).
+  // Paper mode's delta0 (the paper's experiments: 0.01), in (0, 1).
   double paper_delta0 = 0.01;
   // iota in the primal map (0 = the mode's nominal value, gossip.h).
   double iota = 0;

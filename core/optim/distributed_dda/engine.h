@@ -1,12 +1,14 @@
-// The iteration loop of distributed-DDA family's DP distributed dual averaging (spec §2.2,
-// §6.2, §6.3), shared by the in-process simulation and the MPI ranks: every
+// The iteration loop of distributed-DDA family's DP distributed dual
+// averaging (Liu, Johansson & Shi 2023, Algorithm 1), shared by the
+// in-process simulation and the MPI ranks: every
 // rank runs this loop over the nodes it hosts, and a Transport moves the
 // messages between ranks. With one rank hosting every node (LocalTransport)
-// it is the faithful single-process simulation of spec §6.3: synchronous
+// it is a faithful single-process simulation: synchronous
 // (Jacobi) semantics, messages computed from the pre-update states into
 // separate buffers, mixing in ascending node order.
 //
-// Output convention (spec §2.6, A29): the released per-node model is
+// Output convention (the paper's output average, t = 1..T): the released
+// per-node model is
 // x~_i^(T) = A_T^{-1} sum_{t=1..T} a_t x_i^(t), which excludes x^(T+1), so
 // the gradient of pass T (which only moves z^(T+1) and x^(T+1)) is never
 // computed: the loop makes T - 1 gradient passes, and trace step t reports
@@ -77,13 +79,14 @@ struct EngineOptions {
   int64_t iterations = 0;   // T >= 2
   int64_t trace_every = 1;  // >= 1
   // Inactive nodes keep x (Algorithm 1 line 12) instead of recomputing the
-  // primal map with the new A_t, gamma_t (analysis mode, the default; A4).
+  // primal map with the new A_t, gamma_t (analysis mode, the default: what
+  // the paper's proofs assume, Lemma 4.5).
   bool literal_inactive = false;
   double iota = 1;
   // Called after every gradient pass t (mixing, primal step and average
   // done) with that pass's S_t and W^(t); for tests and diagnostics that
-  // read the local nodes' states (spec §6.3: z_bar and y^(t) are computed
-  // only by such an observer, never by the algorithm). May be empty.
+  // read the local nodes' states (z_bar and y^(t) are computed only by such
+  // an observer, never by the algorithm). May be empty.
   std::function<void(int64_t t, const GossipStep& step)> after_pass;
 };
 

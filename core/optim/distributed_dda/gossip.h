@@ -1,8 +1,9 @@
-// Node subsampling and gossip matrices of distributed-DDA family (spec §1.2, §2.3, A2,
-// A3, A26): at every iteration t the PUBLIC stream keyed by (public_seed, t)
-// decides the set S_t of nodes that compute a noisy gradient and the doubly
-// stochastic W^(t), with Metropolis weights on the graph of the pairs that
-// mix, degrees counted inside that graph:
+// Node subsampling and gossip matrices of distributed-DDA family (Liu,
+// Johansson & Shi 2023, Sec. 3.1 and Assumption 2; the paper does not say how
+// W^(t) is built on a general graph): at every iteration t the PUBLIC stream
+// keyed by (public_seed, t) decides the set S_t of nodes that compute a noisy
+// gradient and the doubly stochastic W^(t), with Metropolis weights on the
+// graph of the pairs that mix, degrees counted inside that graph:
 //   w_ij = 1 / (1 + max(deg_i, deg_j)),  w_ii = 1 - sum_j w_ij,
 // and w_ii = 1 (row e_i) for every node whose dual state does not change.
 //
@@ -16,7 +17,8 @@
 //    subgraph. iota = p.
 //  * kAll: every node, every step, W = Metropolis on the base graph
 //    (classical DDA with a fixed W). iota = 1.
-// all_nodes_compute (the [19]-style baseline, spec §5.6): every node computes
+// all_nodes_compute (a reconstruction of the paper's baseline, its
+// reference [19], which the paper does not restate): every node computes
 // and adds its noisy gradient at every step (S_t = all, iota = 1), while W^(t)
 // still comes from the mode above (nodes outside it keep w_ii = 1).
 #ifndef DPOPT_CORE_OPTIM_DISTRIBUTED_DDA_GOSSIP_H_

@@ -1,4 +1,4 @@
-// Base communication graphs ("supergraphs") of distributed-DDA family (spec §1.2, §2.3):
+// Base communication graphs ("supergraphs") of distributed-DDA family:
 // complete, ring, 2-D grid, random geometric and Erdos-Renyi. Random graphs
 // are drawn from the job's PUBLIC seed (public_stream.h) and redrawn from
 // the next sub-seed until connected (at most 1000 tries), so every rank

@@ -1,5 +1,5 @@
-// Starts a dp_dda job on MPI ranks with `mpirun` and talks to it (distributed-DDA family,
-// spec §6.2). Server side; needs no MPI headers.
+// Starts a dp_dda job on MPI ranks with `mpirun` and talks to it
+// (distributed-DDA family). Server side; needs no MPI headers.
 //
 //   mpirun -np R [--hostfile H] [mpirun_args...] WORKER --job-tag=T
 //          [worker_args...]

@@ -1,10 +1,10 @@
-// Public, deterministic randomness for distributed-DDA family's data-independent choices:
-// the random base graphs, the active sets S_t and the gossip matrices W^(t)
-// (spec distributed-DDA §2.3, §6.1: "all nodes derive the same active set from a
-// counter-based PRNG keyed by (public_seed, t)"). Every rank recomputes the
-// same values without communication, and the public seed is released with
-// the job. NEVER use it for noise or sample indices: those come from each
-// node's secret generator (noise::RandomSource).
+// Public, deterministic randomness for distributed-DDA family's
+// data-independent choices: the random base graphs, the active sets S_t and the
+// gossip matrices W^(t) (all nodes derive the same active set from a
+// counter-based PRNG keyed by (public_seed, t)). Every rank recomputes the same
+// values without communication, and the public seed is released with the job.
+// NEVER use it for noise or sample indices: those come from each node's secret
+// generator (noise::RandomSource).
 //
 // SplitMix64 (Steele, Lea & Flood 2014) keyed by (seed, domain, index): a
 // well-mixed 64-bit stream per key, reproducible across platforms.

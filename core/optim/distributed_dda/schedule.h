@@ -1,9 +1,10 @@
-// Weights, prox weights and the primal map of distributed-DDA family (spec §2.4-2.6).
+// Weights, prox weights and the primal map of distributed-DDA family (Liu,
+// Johansson & Shi 2023, eq. (6) and Sec. 5).
 //
 // Schedules (both non-decreasing, as Theorem 2 needs):
 //   a_t = 1 (kUniform) or t (kLinear); A_t = sum_{tau <= t} a_tau;
 //   gamma_t = gamma * t^gamma_power, gamma >= 0, gamma_power in [0, 1].
-// Spec §2.5: strongly convex theory a_t = t, gamma_t = 0; the l2-SVM
+// Strongly convex theory (Cor. 3.2) a_t = t, gamma_t = 0; the l2-SVM
 // experiments a_t = t, gamma_t = 20; general convex a_t = 1,
 // gamma_t = gamma sqrt(t) (experiments gamma = 0.01).
 //

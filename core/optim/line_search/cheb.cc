@@ -7,7 +7,7 @@ namespace dpopt::optim::line_search {
 
 double AngleDegrees(const Eigen::VectorXd& a, const Eigen::VectorXd& b) {
   const double na = a.norm(), nb = b.norm();
-  if (!(na > 0) || !(nb > 0)) return 90;  // §6 A14
+  if (!(na > 0) || !(nb > 0)) return 90;  // undefined angle: "no change"
   const double c = std::clamp(a.dot(b) / (na * nb), -1.0, 1.0);
   return std::acos(c) * 180.0 / 3.14159265358979323846;
 }

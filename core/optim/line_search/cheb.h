@@ -1,7 +1,7 @@
-// Budget growth and step-size schedules of line-search family: CHEB (paper Algorithm 3;
-// spec/line-search-dp-line-search.md §2.3), the angle moving average (paper eq.
-// (7); §2.4), the initial-step schedule ("intelligent backtracking"; §2.5)
-// and clipping adaptation (§2.7).
+// Budget growth and step-size schedules of line-search family (Chen & Lee
+// 2022; docs/algorithms/line_search.md): CHEB (the paper's Algorithm 3), the
+// angle moving average (eq. (7)), the initial-step schedule ("intelligent
+// backtracking", Sec. 4.2) and clipping adaptation (Sec. 4.4).
 //
 // Everything here is post-processing of released (noisy) vectors and steps:
 // it reads no data and costs no privacy. Angles are in degrees.
@@ -16,7 +16,7 @@
 namespace dpopt::optim::line_search {
 
 // angle(a, b) = arccos(a.b / (|a||b|)) in degrees, in [0, 180]; 90 if either
-// vector is zero (spec §6 A14).
+// vector is zero (the paper leaves this case open; 90 means "no change").
 double AngleDegrees(const Eigen::VectorXd& a, const Eigen::VectorXd& b);
 
 struct ChebOptions {
@@ -33,7 +33,7 @@ struct ChebOutcome {
   double angle = 90;  // theta between the two noisy gradients
 };
 
-// Alg. 3 steps 4-7 (§2.3): decides the branch from g (current direction) and
+// Alg. 3 lines 5-11: decides the branch from g (current direction) and
 // g2 (the second noisy gradient), multiplies *rho_grad or *eps_bt by
 // (1 + xi) accordingly, and replaces *g by (g + g2) / 2 in every case.
 // REQUIRES: g->size() == g2.size(); options valid.
@@ -41,7 +41,7 @@ ChebOutcome Cheb(const Eigen::VectorXd& g2, double theta_bar,
                  const ChebOptions& options, Eigen::VectorXd* g,
                  double* rho_grad, double* eps_bt);
 
-// Eq. (7) (§2.4): theta_bar starts at 90 degrees; the first successful update
+// Eq. (7): theta_bar starts at 90 degrees; the first successful update
 // only records its direction; later ones set
 // theta_bar <- psi theta_bar + (1 - psi) angle(g, g_prev).
 class AngleAverage {
@@ -58,8 +58,11 @@ class AngleAverage {
   Eigen::VectorXd prev_;
 };
 
-// §2.5 with §6 A9: every tau outer iterations, if steps were selected,
-// eta0 <- min(varsigma * max(selected), eta0_initial); then forget them.
+// Intelligent backtracking (Sec. 4.2): every tau outer iterations, if steps
+// were selected, eta0 <- min(varsigma * max(selected), eta0_initial); then
+// forget them. The cap is the INITIAL eta0: the paper's min(varsigma max,
+// eta0) is ambiguous, and capping at the current eta0 would make eta0
+// non-increasing, unable to recover.
 class InitialStepSchedule {
  public:
   InitialStepSchedule(double eta0_initial, int tau = 10, double varsigma = 1.2)
@@ -81,8 +84,9 @@ class InitialStepSchedule {
   std::vector<double> selected_;
 };
 
-// §2.7 (DP-BLSGD-AC): at most one decay per outer iteration, only if CHEB
-// raised rho_grad in it; C <- (1 - zeta) C, floored at floor_fraction * C0.
+// Clipping adaptation (Sec. 4.4, DP-BLSGD-AC): at most one decay per outer
+// iteration, only if CHEB raised rho_grad in it; C <- (1 - zeta) C, floored
+// at floor_fraction * C0 (the paper has no floor).
 class ClipAdaptation {
  public:
   ClipAdaptation(double clip_grad, double clip_obj, double zeta = 0.05,

@@ -9,10 +9,10 @@
 #include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
 #include "core/noise/vector_mechanisms.h"
+#include "core/optim/line_search/job_filter.h"
 #include "core/optim/objective.h"
 #include "core/optim/poisson_sampler.h"
 #include "core/optim/private_oracle.h"
-#include "core/optim/line_search/job_filter.h"
 #include "core/optim/solve_loop.h"
 #include "core/privacy/accountant.h"
 
@@ -35,13 +35,13 @@ std::string VariantName(Variant v) {
 }
 
 // Gaussian gradient noise multiplier for a zCDP-style budget rho:
-// std on the sum = C / sqrt(2 rho) (spec §1.5; §2.10 "noise std on the sum =
-// C_grad / eps_iter" with rho = eps_iter^2 / 2).
+// std on the sum = C / sqrt(2 rho) (Chen & Lee 2022, Lemma 1; with
+// rho = eps_iter^2 / 2 the std on the sum is C_grad / eps_iter).
 double ZForRho(double rho) { return 1 / std::sqrt(2 * rho); }
 
 // Initial line-search budget for gradient noise multiplier z0: Laplace
-// eps_BT0 = share / z0 (= share * eps_iter, spec §2.10); Gaussian rho_BT0 =
-// eps_BT0^2 / 2, its zCDP equivalent (spec §6 A24), = share^2 rho_g0.
+// eps_BT0 = share / z0 (= share * eps_iter, the paper's split); Gaussian
+// rho_BT0 = eps_BT0^2 / 2, its zCDP equivalent, = share^2 rho_g0.
 double InitialLineSearchBudget(const DpLineSearchOptions& o, double z0) {
   const double eps = o.line_search_share / z0;
   return o.line_search_noise == SvtNoiseKind::kGaussian ? eps * eps / 2 : eps;
@@ -56,7 +56,7 @@ absl::StatusOr<privacy::DpEvent> LineSearchEvent(const DpLineSearchOptions& o,
   return LaplaceSvtEvent(budget, q);
 }
 
-// One outer iteration of spec §2.9 per Step().
+// One outer iteration (dp_line_search.h) per Step().
 class LineSearchMethod final : public IterativeMethod {
  public:
   LineSearchMethod(const DpLineSearchOptions& options, double z0, int64_t p,
@@ -67,7 +67,7 @@ class LineSearchMethod final : public IterativeMethod {
         filter_(filter),
         searcher_(searcher),
         stats_(stats),
-        w_(Eigen::VectorXd::Zero(p)),  // w0 = 0 (§6 A18)
+        w_(Eigen::VectorXd::Zero(p)),  // w0 = 0 (the paper: random)
         rho_(1 / (2 * z0 * z0)),
         ls_budget_(InitialLineSearchBudget(options, z0)),
         angle_(options.angle_decay),
@@ -83,7 +83,7 @@ class LineSearchMethod final : public IterativeMethod {
     ASSIGN_OR_RETURN(privacy::DpEvent grad_event, GradEvent(ZForRho(rho_)));
     ASSIGN_OR_RETURN(privacy::DpEvent ls_event,
                      LineSearchEvent(o_, ls_budget_, q));
-    // G6: never pay for a gradient that no line search could use.
+    // Never pay for a gradient that no line search could use.
     RETURN_IF_ERROR(filter_.CanAfford({grad_event, ls_event}));
     ++stats_.iterations;
     RETURN_IF_ERROR(oracle.GaussianGradient(
@@ -137,8 +137,8 @@ class LineSearchMethod final : public IterativeMethod {
     return GaussianGradientEvent({o_.sampling_rate, clips_.clip_grad(), z}, p_);
   }
 
-  // Alg. 2 lines 15-17 + Alg. 3, SOUND (§2.9): a second gradient on a fresh
-  // batch at the current rho, then CHEB.
+  // Alg. 2 lines 15-17 + Alg. 3: a second gradient on a fresh batch at the
+  // current rho, then CHEB.
   absl::Status ChebStep(PrivateGradientOracle& oracle) {
     const double q = o_.sampling_rate;
     ASSIGN_OR_RETURN(privacy::DpEvent grad_event, GradEvent(ZForRho(rho_)));
@@ -168,7 +168,7 @@ class LineSearchMethod final : public IterativeMethod {
     return absl::OkStatus();
   }
 
-  // §2.8 DP-BLGD: DP-AGD's budget increase (q = 1).
+  // DP-BLGD: DP-AGD's budget increase (Lee & Kifer 2018; q = 1).
   absl::Status IncreaseFullBatch(PrivateGradientOracle& oracle) {
     const double rho_old = rho_;
     const double rho_new = (1 + o_.cheb.growth) * rho_old;
@@ -378,10 +378,10 @@ absl::StatusOr<privacy::DpEvent> ReservationEvent(
                             parameter_size));
   // By default the gradient part is reserved WITHOUT amplification credit
   // (the inner, unsampled Gaussian): the reservation is T ideal iterations at
-  // the initial budgets (spec §2.10), while CHEB may later raise rho_grad and
+  // the initial budgets, while CHEB may later raise rho_grad and
   // the number of accesses per iteration is data-dependent; reserving the
   // raw curve leaves that room. With reserve_amplified the reservation keeps
-  // the PoissonSampled wrapper (spec §0: every access is charged amplified),
+  // the PoissonSampled wrapper (every access is charged amplified),
   // so z is calibrated smaller. Either way the job filter prices each
   // sampled release at min(amplified, raw), the amplified curve being the
   // tight sampled Gaussian of Mironov, Talwar & Zhang 2019 (the release is a

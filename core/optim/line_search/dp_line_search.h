@@ -1,8 +1,10 @@
-// DP-BLSGD, DP-BLSGD-AC and DP-BLGD (line-search family, Chen & Lee; paper Algorithms
-// 1-3; spec/line-search-dp-line-search.md §2.2-2.9), SOUND mode of §3.5.
+// DP-BLSGD, DP-BLSGD-AC and DP-BLGD (line-search family, Chen & Lee 2022,
+// Algorithms 1-3; docs/algorithms/line_search.md), with sound accounting
+// (see "Deviations from the paper" below).
 //
-// One outer iteration t (spec §2.9; paper Alg. 2):
-//   check "gradient + one line search" fits the job filter, else STOP (G6)
+// One outer iteration t (the paper's Alg. 2, restructured):
+//   check "gradient + one line search" fits the job filter, else STOP
+//   (the paper checks only the gradient, and not before the first one)
 //   g~ = (sum_{B} clip(grad, C_g) + N_Z(0, C_g^2/(2 rho_g) I)) / m + mu w
 //       (PrivateGradientOracle: Poisson(q) batch, rounded Gaussian, m = qn)
 //   loop:
@@ -13,14 +15,15 @@
 //     DP-BLSGD(-AC): g2 = a second noisy gradient at the current rho_g on a
 //       fresh batch; CHEB (Alg. 3) may raise rho_g or eps_BT by (1+xi) and
 //       sets g~ <- (g~ + g2)/2; AC: at most one clip decay per iteration
-//       when rho_g rose (§2.7).
-//     DP-BLGD (q = 1, §2.8 / §6 A20): rho_g <- (1+xi) rho_g; g2 drawn at
+//       when rho_g rose (Sec. 4.4).
+//     DP-BLGD (q = 1; the paper does not spell it out, so it uses DP-AGD's
+//       budget increase, Lee & Kifer 2018): rho_g <- (1+xi) rho_g; g2 drawn at
 //       the increment rho_new - rho_old; g~ <- (rho_old/rho_new) g~ +
 //       (1 - rho_old/rho_new) g2 (equals one release at rho_new).
-//   every tau iterations: eta0 schedule (§2.5).
+//   every tau iterations: eta0 schedule (Sec. 4.2).
 // Output: the last accepted iterate (w changes only when eta > 0).
 //
-// Privacy (SOUND). Calibrate() reserves
+// Privacy (sound accounting). Calibrate() reserves
 //   R = SelfComposed(T, Composed{G(z), S(eps0)}),
 //   G(z) = the inner Gaussian(z) of GaussianGradientEvent(q, C_g, z)
 //          (one gradient release, reserved without amplification credit;
@@ -30,10 +33,10 @@
 //   or, with the Gaussian line search (line_search_noise = kGaussian),
 //   S(r) = PoissonSampled(q, GaussianSparseVector(sqrt(3/(2r)), sqrt(3/r),
 //          max_it)), RDP (4/3) alpha r + log(max_it + 1)/(alpha - 1) before
-//          amplification (spec §3.5; Zhu & Wang 2020 Thm 8),
+//          amplification (Zhu & Wang 2020 Thm 8),
 // where T = planned_iterations and eps0 = line_search_share / z (the paper's
-// split eps_BT = eps_iter, rho_g = eps_iter^2 / 2, §2.10), rho0 = eps0^2 / 2
-// for the Gaussian search (its zCDP equivalent, §6 A24); CHEB raises eps_BT
+// split eps_BT = eps_iter, rho_g = eps_iter^2 / 2, Sec. 5.4), rho0 =
+// eps0^2 / 2 for the Gaussian search (its zCDP equivalent); CHEB raises eps_BT
 // or rho_BT by (1 + xi) alike. (PoissonSampled is dropped at q = 1.) The
 // smallest z that makes R (epsilon, delta)-DP under the RDP accountant. The
 // server charges R to the ledger. Run() charges every access to a
@@ -44,11 +47,16 @@
 // (SolveResult::budget_exhausted) when the next access cannot be paid.
 // SolveResult::spent is the exact composition of what was released.
 //
-// Deviations from the paper (all from the spec's SOUND recommendations):
-// fresh Poisson batch per access (G2), public normaliser m (G3/A3), Armijo
-// term scaled by m (A4), add/remove only, pure-DP route for the Laplace SVT
-// cost, the Gaussian SVT charged by Zhu & Wang 2020 Thm 8 (spec §3.5) rather
-// than the paper's Thm 3 (spec §3.4 G1), no paper-faithful REPRO mode.
+// Deviations from the paper (its accounting has gaps a ledger must not
+// inherit): a fresh Poisson batch per access (the paper reuses the
+// gradient's batch for every line search yet amplifies each access as if it
+// had its own sample); the public normaliser m = q n instead of the realised
+// |B|, which would reveal the batch size; the Armijo term scaled by m (the
+// paper's f is a sum but g an average, so its literal Armijo term is |B|
+// times too small); add/remove only; the pure-DP route for the Laplace SVT
+// cost; the Gaussian SVT charged by Zhu & Wang 2020 Thm 8 rather than the
+// paper's Thm 3, whose proof (Appendix B) drops the sum over the max_it + 1
+// outcomes; no mode with the paper's own accounting.
 #ifndef DPOPT_CORE_OPTIM_LINE_SEARCH_DP_LINE_SEARCH_H_
 #define DPOPT_CORE_OPTIM_LINE_SEARCH_DP_LINE_SEARCH_H_
 
@@ -58,9 +66,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/optim/algorithm.h"
-#include "core/optim/model.h"
 #include "core/optim/line_search/cheb.h"
 #include "core/optim/line_search/svt_line_search.h"
+#include "core/optim/model.h"
 
 namespace dpopt::optim::line_search {
 
@@ -88,7 +96,7 @@ struct DpLineSearchOptions {
   double step_schedule_factor = 1.2;  // varsigma >= 1
   double clip_decay = 0.05;           // zeta in [0, 1) (AC only)
   // Noise of the line search's sparse-vector test (paper Thm 1 Laplace or
-  // Thm 3 Gaussian calibration; accounting of spec §3.5).
+  // Thm 3 Gaussian calibration; charged as in svt_line_search.h).
   SvtNoiseKind line_search_noise = SvtNoiseKind::kLaplace;
   // Reserve each planned gradient at its Poisson-amplified cost instead of
   // the unsampled one (see ReservationEvent()).

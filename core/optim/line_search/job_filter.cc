@@ -54,7 +54,7 @@ absl::StatusOr<std::vector<double>> JobPrivacyFilter::Price(
   ASSIGN_OR_RETURN(std::vector<double> c, privacy::ComputeRdp(event, orders_));
   if (event.kind() == privacy::DpEvent::Kind::kPoissonSampled) {
     // Poisson subsampling never increases RDP (joint convexity of
-    // e^{(a-1) D_a}; spec §1.3 b): min(amplified, raw) is valid pointwise.
+    // e^{(a-1) D_a}): min(amplified, raw) is valid pointwise.
     ASSIGN_OR_RETURN(std::vector<double> raw,
                      privacy::ComputeRdp(event.inner(), orders_));
     for (size_t i = 0; i < c.size(); ++i) c[i] = std::min(c[i], raw[i]);

@@ -1,6 +1,8 @@
-// Job-internal privacy filter of the line-search line-search algorithms
-// (spec/line-search-dp-line-search.md §3.3-3.5; design.md §5 "an adaptive
-// algorithm ... runs its own privacy filter").
+// Job-internal privacy filter of the line-search algorithms
+// (docs/architecture.md, invariant "the reservation is the guarantee": an
+// adaptive algorithm runs its own privacy filter inside its reservation).
+// Chen & Lee 2022 (Sec. 4.3, Thm 4) compose adaptively chosen accesses
+// without one; a Renyi filter is what makes that sound.
 //
 // The server charges the ledger with the job's RESERVATION event R (from
 // Calibrate()) before the job touches data. The ledger prices R by its RDP
@@ -10,7 +12,7 @@
 // released values; every data access is charged here first, priced by
 // privacy::ComputeRdp of its exact DpEvent at the same orders (for a
 // PoissonSampled event, the pointwise min of the amplified and the raw inner
-// curve: subsampling never increases RDP, spec §1.3 b).
+// curve: subsampling never increases RDP).
 //
 // Rule (an ALL-orders Renyi filter): a charge c is admitted iff
 //   spent(alpha) + c(alpha) <= R(alpha) (1 - 1e-9)   for EVERY order alpha.
@@ -57,8 +59,8 @@ class JobPrivacyFilter final : public ReleaseBudget {
   absl::Status Charge(const privacy::DpEvent& event) override;
 
   // OK if all of `events`, charged in sequence, would be admitted now
-  // (used to check "gradient + one line search" before a gradient, spec §3.4
-  // G6). Same errors as Charge, without recording anything.
+  // (used to check "gradient + one line search" before a gradient). Same
+  // errors as Charge, without recording anything.
   absl::Status CanAfford(const std::vector<privacy::DpEvent>& events) const;
 
   // Composition of the charged events, consecutive repeats folded into

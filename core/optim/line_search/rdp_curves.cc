@@ -44,7 +44,7 @@ double PureToRdp(double epsilon, double alpha) {
 double SampledGaussianRdp(double q, double rho, int64_t alpha) {
   if (q >= 1) return alpha * rho;
   if (q <= 0) return 0;
-  // Spec §1.3 SGM_q[rho](alpha), log-sum-exp with lgamma binomials.
+  // SGM_q[rho](alpha), log-sum-exp with lgamma binomials.
   double log_sum = -kInf;
   for (int64_t l = 0; l <= alpha; ++l) {
     const double term = LogBinom(alpha, l) + (alpha - l) * std::log1p(-q) +
@@ -58,7 +58,7 @@ double SampledGaussianRdp(double q, double rho, int64_t alpha) {
 double ZhuWangAmplified(double q, const std::function<double(int64_t)>& eps,
                         int64_t alpha) {
   if (q >= 1) return eps(alpha);
-  // Spec §1.3 ZW_q[eps](alpha) (paper Lemma 4):
+  // ZW_q[eps](alpha) (Chen & Lee 2022, Lemma 4; Zhu & Wang 2019):
   // (1-q)^{a-1}(1+(a-1)q) + C(a,2) q^2 (1-q)^{a-2} e^{eps(2)}
   //   + 3 sum_{l=3..a} C(a,l) q^l (1-q)^{a-l} e^{(l-1) eps(l)}.
   const double lq = std::log(q), l1q = std::log1p(-q);
@@ -75,7 +75,8 @@ double ZhuWangAmplified(double q, const std::function<double(int64_t)>& eps,
 
 double CappedAmplified(double q, const std::function<double(int64_t)>& eps,
                        int64_t alpha) {
-  if (q >= 1) return eps(alpha);  // §1.3 c: no amplification at q = 1.
+  // No amplification at q = 1 (ZW would add log 3 / (alpha - 1) there).
+  if (q >= 1) return eps(alpha);
   return std::min(eps(alpha), ZhuWangAmplified(q, eps, alpha));
 }
 
@@ -85,13 +86,13 @@ double PaperGaussianSvt(double alpha, double sigma1, double sigma2) {
 }
 
 double SoundGaussianSvt(double alpha, double sigma1, double sigma2, int64_t k) {
-  // Spec §3.5 / Zhu & Wang 2020 Thm 8; the one copy of the formula lives in
+  // Zhu & Wang 2020 Thm 8; the one copy of the formula lives in
   // core/privacy (k outcomes = max_queries + 1).
   return privacy::RdpGaussianSparseVector(sigma1, sigma2, k - 1, alpha);
 }
 
 double SoundLaplaceSvtRaw(double alpha, double eps_bt, int64_t max_it) {
-  // Spec §3.5 raw(alpha), Laplace NOISYBTLS.
+  // raw(alpha) of the Laplace NOISYBTLS: the min of valid bounds.
   const double repaired =
       Eq4LaplaceSvt(alpha, eps_bt / 2, eps_bt / 4) +
       std::log(static_cast<double>(max_it + 1)) / (alpha - 1);

@@ -71,7 +71,7 @@ absl::StatusOr<SvtPlan> PlanLaplaceSvt(double sensitivity, double epsilon) {
   p.kind = SvtNoiseKind::kLaplace;
   p.sensitivity = sensitivity;
   p.epsilon = epsilon;
-  // Spec §2.1 step 1 (paper Thm 1): eps1 = eps/2 on the threshold, eps2 =
+  // Alg. 1 line 3 (paper Thm 1): eps1 = eps/2 on the threshold, eps2 =
   // eps/4 on the queries: b_T = 2 Delta / eps, b_Q = 4 Delta / eps.
   p.grid = GridFor(2 * sensitivity / epsilon);
   p.sensitivity_in_grid_units =
@@ -94,7 +94,7 @@ absl::StatusOr<SvtPlan> PlanGaussianSvt(double sensitivity, double rho) {
   p.kind = SvtNoiseKind::kGaussian;
   p.sensitivity = sensitivity;
   p.rho = rho;
-  // Spec §2.1 step 1 (paper Thm 3): s_T = Delta sqrt(3/(2 rho)),
+  // Alg. 1 line 3 (paper Thm 3): s_T = Delta sqrt(3/(2 rho)),
   // s_Q = Delta sqrt(3/rho).
   p.grid = GridFor(sensitivity * std::sqrt(3 / (2 * rho)));
   p.sensitivity_in_grid_units =
@@ -148,9 +148,9 @@ absl::StatusOr<LineSearchResult> NoisyBacktracking(
     return absl::InvalidArgumentError("invalid sparse-vector plan");
   }
   LineSearchResult result;
-  // §2.1 step 2: ONE threshold noise per call; public threshold T = 0.
+  // Alg. 1 line 4: ONE threshold noise per call; public threshold T = 0.
   ASSIGN_OR_RETURN(const int64_t threshold, noise.Threshold(plan, rng));
-  // §2.1 step 3: reference value, once per call.
+  // f(w) of line 7: the reference value, once per call.
   const double f0 = batch_objective(w);
   result.objective_evaluations = 1;
   const double g_sq = g.squaredNorm();
@@ -161,24 +161,24 @@ absl::StatusOr<LineSearchResult> NoisyBacktracking(
     const double f1 = batch_objective(candidate);
     ++result.objective_evaluations;
     ++result.candidates;
-    // §2.1 step 5b (paper Alg. 1 line 7 with the m scaling of §6 A4).
+    // Alg. 1 line 7, the Armijo term scaled by m (svt_line_search.h).
     const double q = f0 - f1 - options.armijo * eta * m * g_sq;
     const double units = std::nearbyint(q / plan.grid);
     if (!(std::isfinite(units) && std::fabs(units) <= kMaxGridUnits)) {
       return absl::InvalidArgumentError(
           "line-search query out of range (step or direction too large)");
     }
-    // §2.1 step 5c: fresh query noise per evaluated candidate.
+    // Line 8: fresh query noise per evaluated candidate.
     ASSIGN_OR_RETURN(const int64_t nu, noise.Query(plan, rng));
-    // §2.1 step 5d: "above" answer, compared exactly in grid units.
+    // Lines 9-10: "above" answer, compared exactly in grid units.
     if (static_cast<int64_t>(units) + nu >= threshold) {
       result.step = eta;
       result.accepted = true;
       return result;
     }
-    eta *= options.shrink;  // §2.1 step 5e
+    eta *= options.shrink;  // line 11
   }
-  result.step = options.fallback_step;  // §2.1 step 6
+  result.step = options.fallback_step;  // line 12
   return result;
 }
 
@@ -207,7 +207,7 @@ absl::StatusOr<privacy::DpEvent> GaussianSvtEvent(double rho,
   if (!(sampling_rate >= PoissonSampler::kMinRate && sampling_rate <= 1)) {
     return absl::InvalidArgumentError("sampling_rate must be in [1e-12, 1]");
   }
-  // Spec §2.1 step 1 (paper Thm 3 calibration): s_T = Delta sqrt(3/(2 rho)),
+  // Alg. 1 line 3 (paper Thm 3 calibration): s_T = Delta sqrt(3/(2 rho)),
   // s_Q = Delta sqrt(3/rho), exactly the multipliers of PlanGaussianSvt.
   privacy::DpEvent inner = privacy::DpEvent::GaussianSparseVector(
       std::sqrt(3 / (2 * rho)), std::sqrt(3 / rho), max_candidates);
@@ -273,7 +273,8 @@ absl::StatusOr<std::unique_ptr<LineSearchOracle>> LineSearchOracle::Create(
     return absl::InvalidArgumentError("public row count must be >= 1");
   }
   // Every supported loss is >= 0, so each clipped term lies in [0, C_obj]
-  // and Delta_q = C_obj (spec §1.5, §6 A17). Keep this list in sync with
+  // and Delta_q = C_obj (Thm 1 states |f| <= Delta_f, but its proof needs
+  // 0 <= f <= Delta_f). Keep this list in sync with
   // LossKind: a loss that can be negative would need Delta_q = 2 C_obj.
   switch (objective.config().loss) {
     case LossKind::kLogistic:
@@ -306,7 +307,8 @@ absl::StatusOr<LineSearchResult> LineSearchOracle::Search(
   // Charge first: on refusal nothing is read and nothing is drawn.
   RETURN_IF_ERROR(budget_.Charge(event));
 
-  // A fresh Poisson batch for this access (spec §3.4 G2, §6 A1/A12).
+  // A fresh Poisson batch for this access (the paper reuses the gradient's
+  // batch, which its per-access amplification does not cover).
   const double q = query.sampling_rate;
   if (q == 1) {
     batch_.resize(data_.rows());

@@ -1,29 +1,36 @@
-// NOISYBTLS: the noisy Armijo backtracking line search of line-search family (paper
-// Algorithm 1; spec/line-search-dp-line-search.md §2.1) as an AboveThreshold
+// NOISYBTLS: the noisy Armijo backtracking line search of line-search family
+// (Chen & Lee 2022, Algorithm 1; docs/algorithms/line_search.md) as an
+// AboveThreshold
 // sparse-vector test with cutoff 1 and public threshold 0, and the data
 // access that feeds it (LineSearchOracle).
 //
-// Queries, for candidates eta_i = eta0 beta^{i-1}, i = 1..max_it (§2.1 5b):
+// Queries, for candidates eta_i = eta0 beta^{i-1}, i = 1..max_it (Alg. 1
+// line 7, scaled):
 //   q_i = F(w) - F(w - eta_i g) - c_A eta_i m ||g||^2,
 //   F(v) = sum_{j in S} min(loss_j(v), C_obj) + m R(v),
-// with m = q n the PUBLIC expected batch size (spec §6 A3/A4, G3/G7). For a
-// nonnegative loss each q_i has add/remove sensitivity C_obj (§1.5).
+// with m = q n the PUBLIC expected batch size: the paper's f is a sum and g
+// an average, so its literal Armijo term is |B| times too small, and scaling
+// by the realised |B| would make the sensitivity unbounded. For a
+// nonnegative loss each q_i has add/remove sensitivity C_obj (objective
+// clipping, Thm 1).
 //
-// Discretisation (design.md §5, Mironov 2012): q_i is rounded to the nearest
+// Discretisation (docs/architecture.md, invariant "secure noise only";
+// Mironov 2012): q_i is rounded to the nearest
 // point of a power-of-two grid gamma, so neighbouring rounded queries differ
 // by at most ceil(C_obj / gamma) + 1 grid units; we use
 // Delta_g = ceil(C_obj / gamma) + 2 (one more unit absorbs floating-point
 // error in the sums). Noise is drawn in grid units by the exact discrete
 // samplers (core/noise/discrete_samplers.h) and compared in integers:
-//   Laplace  (Thm 1, §2.1 step 1): b_T = 2 Delta_g / eps_BT,
+//   Laplace  (Thm 1, Alg. 1 line 3):  b_T = 2 Delta_g / eps_BT,
 //                                  b_Q = 4 Delta_g / eps_BT.
-//   Gaussian (Thm 3, §2.1 step 1): s_T = Delta_g sqrt(3 / (2 rho_BT)),
-//                                  s_Q = Delta_g sqrt(3 / rho_BT).
+//   Gaussian (Thm 3, Alg. 1 line 3): s_T = Delta_g sqrt(3 / (2 rho_BT)),
+//                                     s_Q = Delta_g sqrt(3 / rho_BT).
 // The AboveThreshold shift argument (Lyu, Su, Li 2017, Alg. 1 with
 // non-monotone queries) only uses integer shifts by Delta_g and 2 Delta_g
 // and the ratio bound of the noise pmf, which the discrete Laplace satisfies
 // exactly; so the Laplace version is eps_BT-DP for any number of rejected
-// candidates, including the capped "fail" output (spec App. A argument).
+// candidates, including the capped "fail" output (the paper's Appendix A
+// argument: append a dummy query that always answers "above").
 // The grid is the power of two >= 2^-25 b_T (real units), so b_Q is at most
 // ~2^26 grid units (within the sampler's range) and C_obj / grid lies in
 // (2^23 eps_BT, 2^24 eps_BT]: the rounding adds a relative <= 3 * 2^-23 /
@@ -82,12 +89,12 @@ class SvtNoise {
 const SvtNoise& SecureSvtNoise();
 
 struct LineSearchOptions {
-  double initial_step = 2.0;  // eta0 > 0 (spec §6 A10)
+  double initial_step = 2.0;  // eta0 > 0 (not given in the paper)
   double shrink = 0.8;        // beta in (0, 1)
   int max_candidates = 15;    // max_it in [1, 100]
   double armijo = 0.5;        // c_A in [0, 1)
   // Returned when no candidate passes: 0 (DP-BLSGD) or beta^max_it eta0
-  // (neural-network variant, §2.8). >= 0.
+  // (neural-network variant, Sec. 5.7). >= 0.
   double fallback_step = 0;
   absl::Status Validate() const;
 };
@@ -109,28 +116,29 @@ absl::StatusOr<LineSearchResult> NoisyBacktracking(
     const LineSearchOptions& options, const SvtPlan& plan,
     const SvtNoise& noise, noise::RandomSource& rng);
 
-// What one SOUND line-search data access is charged (add/remove relation):
+// What one line-search data access is charged (add/remove relation):
 // SparseVector(eps_BT), wrapped in PoissonSampled(q, .) when q < 1 (the
-// search runs on its own fresh Poisson batch, spec §3.4 G2). The RDP
-// accountant prices it as the tight RDP of a pure
-// log(1 + q (e^eps - 1))-DP mechanism (§3.5's P2R(eps') branch).
+// search runs on its own fresh Poisson batch). The RDP accountant prices it
+// as the tight RDP of a pure log(1 + q (e^eps - 1))-DP mechanism (Poisson
+// amplification of pure DP under add/remove).
 absl::StatusOr<privacy::DpEvent> LaplaceSvtEvent(double epsilon,
                                                  double sampling_rate);
 
-// What one SOUND Gaussian line search is charged (add/remove relation):
+// What one Gaussian line search is charged (add/remove relation):
 // GaussianSparseVector(sqrt(3 / (2 rho_BT)), sqrt(3 / rho_BT), max_it) (the
 // multipliers of PlanGaussianSvt, relative to Delta_g), wrapped in
-// PoissonSampled(q, .) when q < 1. Its RDP is spec §3.5's Gaussian
-// NOISYBTLS raw(alpha) = (4/3) alpha rho_BT + log(max_it + 1) / (alpha - 1)
-// (Zhu & Wang 2020, Thm 8), amplified by the accountant's generic Zhu-Wang
-// 2019 bound and capped by the raw curve (spec §3.5 c(alpha)).
+// PoissonSampled(q, .) when q < 1. Its RDP is
+// raw(alpha) = (4/3) alpha rho_BT + log(max_it + 1) / (alpha - 1)
+// (Zhu & Wang 2020, Thm 8; the paper's Thm 3 claims alpha rho_BT and omits
+// the outcome sum), amplified by the accountant's generic Zhu-Wang 2019
+// bound and capped by the raw curve.
 absl::StatusOr<privacy::DpEvent> GaussianSvtEvent(double rho,
                                                   int max_candidates,
                                                   double sampling_rate);
 
-// F(v) = sum_{i in batch} min(loss_i(v), clip) + m R(v) (spec §2.1 step 3/5a;
-// R is the model's public regularizer). NON-PRIVATE value: only for the
-// line search's noisy comparison and for tests.
+// F(v) = sum_{i in batch} min(loss_i(v), clip) + m R(v) (the clipped
+// objective of Thm 1; R is the model's public regularizer). NON-PRIVATE
+// value: only for the line search's noisy comparison and for tests.
 double ClippedBatchObjective(const Objective& objective, const Dataset& data,
                              const std::vector<int64_t>& batch, double clip,
                              double m, const Eigen::VectorXd& v);

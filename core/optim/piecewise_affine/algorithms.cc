@@ -52,7 +52,8 @@ absl::Status CheckTarget(const PrivacyTarget& t, const PublicDatasetInfo& info,
   }
   if (info.relation != privacy::Relation::kLinfOffsets) {
     return absl::InvalidArgumentError(
-        "piecewise-affine family's mechanisms are analysed under the l-infinity offset "
+        "piecewise-affine family's mechanisms are analysed under the "
+        "l-infinity offset "
         "relation of a max-affine dataset");
   }
   return absl::OkStatus();
@@ -76,7 +77,8 @@ Calibration BaseCalibration(const ProblemInfo& p, const PrivacyTarget& target,
     c.event = privacy::DpEvent::EpsilonDelta(target.epsilon, 0);
     c.notes.push_back(absl::StrFormat(
         "pure epsilon-DP (delta 0) under the l-infinity offset relation, "
-        "b_max = %g (spec piecewise-affine §1.3); charged epsilon %g once",
+        "b_max = %g (Han, Topcu & Pappas 2014, eq. (4)); charged epsilon %g "
+        "once",
         p.b_max, target.epsilon));
   }
   return c;
@@ -129,13 +131,13 @@ class PerturbProblem final : public Algorithm {
     c.noise_multiplier = 1 / (plan.lambda * sensitivity);
     c.noise_stddev = plan.coordinate_stddev;
     c.notes.push_back(absl::StrFormat(
-        "M_P (spec §2.1, Thm 16): b~ = b + w, w ~ vector Laplace in R^%d "
-        "with lambda_P = eps / (sqrt(m) b_max) = %.10g (sampled exactly: "
-        "%.10g on grid %g)",
+        "M_P (Han, Topcu & Pappas 2014, Thm 16): b~ = b + w, w ~ vector "
+        "Laplace in R^%d with lambda_P = eps / (sqrt(m) b_max) = %.10g "
+        "(sampled exactly: %.10g on grid %g)",
         p.pieces, target.epsilon / sensitivity, plan.lambda, plan.grid));
     c.notes.push_back(absl::StrFormat(
         "E||w_P||_2 = m / lambda = %.6g; every draw has f(x~; b) - f_opt <= "
-        "2 ||w_P||_inf (spec §4)",
+        "2 ||w_P||_inf (as f(x~; b) <= f(x~; b~) + ||w_P||_inf)",
         plan.expected_norm));
     return c;
   }
@@ -192,9 +194,9 @@ class PerturbSolution final : public Algorithm {
     c.noise_stddev = plan.coordinate_stddev;
     const bool paper = o_.noise == SolutionNoise::kPaper;
     c.notes.push_back(absl::StrFormat(
-        "M_S (spec §2.2): x~ = x* + w, w ~ vector Laplace in R^%d with "
-        "lambda_S = eps / (%sDelta_S) = %.10g, Delta_S = R = %.10g (sampled "
-        "exactly: %.10g on grid %g); %s",
+        "M_S (Han, Topcu & Pappas 2014, Sec. 4.2): x~ = x* + w, w ~ vector "
+        "Laplace in R^%d with lambda_S = eps / (%sDelta_S) = %.10g, Delta_S = "
+        "R = %.10g (sampled exactly: %.10g on grid %g); %s",
         p.dimension, paper ? "sqrt(d) " : "",
         plan.epsilon / plan.l2_sensitivity, p.diameter, plan.lambda, plan.grid,
         o_.project ? "projected onto P" : "not projected (raw)"));
@@ -244,8 +246,9 @@ class Exponential final : public Algorithm {
     RETURN_IF_ERROR(o_.Validate());
     ASSIGN_OR_RETURN(ExponentialPlan plan, PlanExponential(p, target.epsilon));
     if (!(plan.expected_proposals_bound <= o_.max_expected_proposals)) {
-      // Refused before anything is charged (spec §2.3, §8 item 7): the bound
-      // depends only on public values.
+      // Refused before anything is charged (docs/architecture.md, invariant
+      // "public work bounds"): the bound depends only on public values, and
+      // an approximate sampler would not be pure epsilon-DP.
       return absl::FailedPreconditionError(absl::StrFormat(
           "pa_exponential: exact sampling is infeasible here: the public "
           "bound on the expected number of proposals, about exp(eps / (2 "
@@ -259,9 +262,9 @@ class Exponential final : public Algorithm {
     c.event = privacy::DpEvent::Exponential(target.epsilon);
     c.noise_multiplier = 1 / (2 * plan.beta * p.b_max);
     c.notes.push_back(absl::StrFormat(
-        "M_E (spec §2.3, Thm 19): density prop. to exp(-beta f) on a 2^%d "
-        "per axis lattice of P, beta = eps / (2 b_max) = %.10g (sampled "
-        "exactly: %.10g, score grid %g)",
+        "M_E (Han, Topcu & Pappas 2014, Thm 19): density prop. to exp(-beta "
+        "f) on a 2^%d per axis lattice of P, beta = eps / (2 b_max) = %.10g "
+        "(sampled exactly: %.10g, score grid %g)",
         plan.lattice_bits, target.epsilon / (2 * p.b_max), plan.beta,
         plan.grid));
     c.notes.push_back(absl::StrFormat(
@@ -335,10 +338,10 @@ class Subgradient final : public Algorithm {
       }
       c.noise_multiplier = 1 / step_eps;
       c.notes.push_back(absl::StrFormat(
-          "Algorithm 2 (spec §2.5, Thm 15): %d steps, each Algorithm 1 at "
-          "eps' = eps / k = %.10g: P(i) prop. to exp(+eps' (a_i^T x + b_i) / "
-          "(2 b_max)) (sign typo fixed, spec §8 item 1), exact softmax on a "
-          "score grid of %g",
+          "Algorithm 2 (Han, Topcu & Pappas 2014, Sec. 4.4): %d steps, each "
+          "Algorithm 1 at eps' = eps / k = %.10g: P(i) prop. to exp(+eps' "
+          "(a_i^T x + b_i) / (2 b_max)) (the paper's minus sign is a typo, "
+          "fixed), exact softmax on a score grid of %g",
           o_.iterations, step_eps, grid.grid));
       const double m = static_cast<double>(p.pieces);
       const double sum_alpha2 = o_.step_rule == StepRule::kConstant

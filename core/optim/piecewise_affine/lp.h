@@ -1,12 +1,12 @@
-// The non-private LP of the max-affine problem (spec piecewise-affine §6), behind a
-// small interface backed by GLPK (libglpk-dev): the epigraph form
+// The non-private LP of the max-affine problem, behind a small interface backed
+// by GLPK (libglpk-dev): the epigraph form
 //     minimise t  s.t.  a_i^T x - t <= -b_i (i = 1..m),  x in P,
 // with x's box as column bounds and P's half-spaces as extra rows.
 //
 // Why GLPK: a well-kept Debian package (libglpk-dev 5.0) whose small C API
 // fits this LP directly (rows, column bounds, one simplex call, row duals);
 // its GPL-3+ licence suits a service built from source. COIN-OR Clp (EPL-2.0)
-// would do as well; HiGHS is not packaged in Debian 12 (spec §6).
+// would do as well; HiGHS is not packaged in Debian 12.
 //
 // GLPK keeps global state per thread and can print to stdout: every call
 // here runs under one process-wide mutex with terminal output switched off,
@@ -14,11 +14,12 @@
 // thread's GLPK environment is freed after every solve (no memory outlives
 // it on job threads).
 //
-// Offsets are normalised before solving (shift invariance, spec §3 Lemma 18
-// remark: f(x; b + c 1) = f(x; b) + c): b_i - max_j b_j, raised to at least
-// -(2 G X + 1) where X bounds ||x|| on the box. Pieces below that bound can
-// never attain the max on P, so the minimisers are unchanged, and the LP's
-// numbers stay bounded whatever the offsets (1e308 included).
+// Offsets are normalised before solving (shift invariance, as in the proof
+// of Han, Topcu & Pappas 2014, Lemma 18: f(x; b + c 1) = f(x; b) + c):
+// b_i - max_j b_j, raised to at least -(2 G X + 1) where X bounds ||x|| on
+// the box. Pieces below that bound can never attain the max on P, so the
+// minimisers are unchanged, and the LP's numbers stay bounded whatever the
+// offsets (1e308 included).
 #ifndef DPOPT_CORE_OPTIM_PIECEWISE_AFFINE_LP_H_
 #define DPOPT_CORE_OPTIM_PIECEWISE_AFFINE_LP_H_
 
@@ -32,8 +33,9 @@ namespace dpopt::optim::piecewise_affine {
 
 struct LpSolution {
   Eigen::VectorXd x;  // a minimiser, clipped into P's box
-  // f(x; b) at the returned x, recomputed from the data (spec §6: report
-  // f(x*), not t*). May be +-Inf only for offsets near the double range.
+  // f(x; b) at the returned x, recomputed from the data (reported instead
+  // of t*, which carries the solver's tolerance). May be +-Inf only for
+  // offsets near the double range.
   double value = 0;
   // The LP's optimal t (in the original, un-normalised offsets).
   double t = 0;

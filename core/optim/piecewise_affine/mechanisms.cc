@@ -1,5 +1,6 @@
-// Run-time parts of piecewise-affine family's mechanisms (what each job does after it was
-// charged). Calibration and the Algorithm classes are in algorithms.cc.
+// Run-time parts of piecewise-affine family's mechanisms (what each job does
+// after it was charged). Calibration and the Algorithm classes are in
+// algorithms.cc.
 #include "core/optim/piecewise_affine/mechanisms.h"
 
 #include <algorithm>
@@ -155,7 +156,7 @@ absl::StatusOr<ExponentialPlan> PlanExponential(const ProblemInfo& info,
   if (!info.polytope.is_box()) {
     return absl::InvalidArgumentError(
         "pa_exponential needs P to be a box (the exact sampler draws "
-        "uniformly from P; spec §2.3 (b))");
+        "uniformly from P)");
   }
   const ScoreGrid grid = MakeScoreGrid(info.b_max);
   ExponentialPlan plan;
@@ -165,7 +166,8 @@ absl::StatusOr<ExponentialPlan> PlanExponential(const ProblemInfo& info,
   plan.beta = plan.rate.ToDouble() / grid.grid;
   // Expected proposals <= exp(rate (max F - F_lo)) with F the lattice
   // scores and F_lo the certified lower bound; max F - min F <= G R / g + 2
-  // and F_lo >= min F - 6 up to the LP's tolerance (spec §2.3: exp(beta G R)).
+  // and F_lo >= min F - 6 up to the LP's tolerance (f is G-Lipschitz on P,
+  // so the bound is about exp(beta G R)).
   const double spread = info.slope_norm_bound * info.diameter / grid.grid + 8;
   plan.expected_proposals_bound = std::exp(plan.rate.ToDouble() * spread);
   return plan;

@@ -1,18 +1,19 @@
-// Piecewise-affine's four private mechanisms (spec piecewise-affine-piecewise-affine.md §2)
-// and the non-private baselines, as job algorithms (core/optim/algorithm.h).
-// Every one is pure epsilon-DP under the l-infinity offset relation (spec
-// §1.3, privacy::Relation::kLinfOffsets) and charges exactly its spec §3
-// epsilon, once:
+// Piecewise-affine's four private mechanisms (Han, Topcu & Pappas 2014,
+// Sec. 4; docs/algorithms/piecewise_affine.md) and the non-private
+// baselines, as job algorithms (core/optim/algorithm.h). Every one is pure
+// epsilon-DP under the l-infinity offset relation (the paper's eq. (4),
+// privacy::Relation::kLinfOffsets) and charges exactly the job's epsilon,
+// once:
 //
-//   job type              mechanism                       charged event
-//   pa_perturb_problem    M_P (§2.1, Thm 16)              EpsilonDelta(eps, 0)
-//   pa_perturb_solution   M_S (§2.2)                      EpsilonDelta(eps, 0)
-//   pa_exponential        M_E (§2.3, Thm 19), exact only  Exponential(eps)
-//   pa_subgradient        Algorithm 2 (§2.5, Thm 15)      EpsilonDelta(eps, 0)
-//   pa_solve              non-private LP / subgradient    none (public only)
+//   job type             mechanism (paper)               charged event
+//   pa_perturb_problem   M_P (Sec. 4.1, Thm 16)          EpsilonDelta(eps, 0)
+//   pa_perturb_solution  M_S (Sec. 4.2)                  EpsilonDelta(eps, 0)
+//   pa_exponential       M_E (Sec. 4.3, Thm 19), exact   Exponential(eps)
+//   pa_subgradient       Algorithm 2 (Sec. 4.4, Thm 15)  EpsilonDelta(eps, 0)
+//   pa_solve             non-private LP / subgradient    none (public only)
 //
-// Algorithm 2's charge is the job's epsilon, not a sum of k floats (spec §7
-// item 17): its k selections run at rates computed from eps / k and rounded
+// Algorithm 2's charge is the job's epsilon, not a sum of k floats: its k
+// selections run at rates computed from eps / k and rounded
 // down, so their basic composition is at most eps.
 //
 // Noise: vector Laplace through core/noise/vector_laplace.h (exact, on a
@@ -21,9 +22,9 @@
 // box P (2^20 points per axis) by rejection with exact acceptance
 // probabilities: a finite exponential mechanism with scores -f (Lemma 18),
 // so exactly eps-DP; it is refused before charging when the public bound on
-// its expected proposals exceeds the job's limit (spec §2.3 (b), §8 item 7).
-// There is no Metropolis sampler in the service (its guarantee is not
-// certified).
+// its expected proposals exceeds the job's limit. There is no Metropolis
+// sampler in the service (the paper's Sec. 5.1 sampler: a chain's law is
+// only close to the target, so its guarantee is not certified).
 #ifndef DPOPT_CORE_OPTIM_PIECEWISE_AFFINE_MECHANISMS_H_
 #define DPOPT_CORE_OPTIM_PIECEWISE_AFFINE_MECHANISMS_H_
 
@@ -41,43 +42,49 @@
 
 namespace dpopt::optim::piecewise_affine {
 
-// M_P (spec §2.1): b~ = b + w, w ~ VL(m, eps / (sqrt(m) b_max)), then
-// x~ = argmin_{x in P} f(x; b~) by the LP. Releases x~ (the model) and b~.
+// M_P (Han, Topcu & Pappas 2014, Sec. 4.1): b~ = b + w,
+// w ~ VL(m, eps / (sqrt(m) b_max)), then x~ = argmin_{x in P} f(x; b~) by
+// the LP. Releases x~ (the model) and b~.
 struct PerturbProblemOptions {
   // Also release the perturbed offsets b~ (free post-processing). Default on.
   bool release_offsets = true;
   absl::Status Validate() const { return absl::OkStatus(); }
 };
 
-// M_S (spec §2.2): x~ = x* + w, w ~ VL(d, lambda_S), x* the LP solution.
+// M_S (Han, Topcu & Pappas 2014, Sec. 4.2): x~ = x* + w, w ~ VL(d, lambda_S),
+// x* the LP solution.
 enum class SolutionNoise {
   kPaper,  // lambda_S = eps / (sqrt(d) Delta_S), the paper's (default)
-  kTight,  // lambda_S = eps / Delta_S, also eps-DP (Thm 9; spec §8 item 2)
+  // lambda_S = eps / Delta_S, also eps-DP: Delta_S is already an L2
+  // sensitivity, so the paper's extra sqrt(d) is not needed (Thm 9).
+  kTight,
 };
 struct PerturbSolutionOptions {
   SolutionNoise noise = SolutionNoise::kPaper;
-  // Project x~ onto P (spec §8 item 3; default on). Off releases x* + w.
+  // Project x~ onto P (default on; free post-processing the paper omits,
+  // which keeps outputs feasible and Thm 17 valid). Off releases x* + w.
   bool project = true;
   absl::Status Validate() const { return absl::OkStatus(); }
 };
 
-// M_E (spec §2.3 (b)): exact exponential mechanism on P (a box).
+// M_E (Han, Topcu & Pappas 2014, Sec. 4.3): exact exponential mechanism on
+// P (a box), by rejection instead of the paper's Metropolis chain.
 struct ExponentialOptions {
   // Refuse (before charging) when the public bound on the expected number
   // of proposals, exp(eps/(2 b_max) G R) up to grid terms, exceeds this.
-  // Default 1e6 (spec §2.3); at most 1e9.
+  // Default 1e6; at most 1e9.
   double max_expected_proposals = 1e6;
   absl::Status Validate() const;
 };
 
-// Algorithm 2 (spec §2.5): k steps x <- Pi_P(x - alpha g), g = a_{i*} from
-// Algorithm 1 at eps / k.
+// Algorithm 2 (Han, Topcu & Pappas 2014, Sec. 4.4): k steps
+// x <- Pi_P(x - alpha g), g = a_{i*} from Algorithm 1 at eps / k.
 enum class Readout {
   kLast,     // x^(k+1), the paper's output (default)
   kAverage,  // (1/k) sum_{i<=k} x^(i): Theorem 24's proof bounds it too
 };
 enum class StepRule {
-  kConstant,    // alpha_i = scale R / (G sqrt(k)) (default, spec §2.5)
+  kConstant,    // alpha_i = scale R / (G sqrt(k)) (default)
   kDecreasing,  // alpha_i = scale R / (G sqrt(i))
 };
 struct SubgradientOptions {
@@ -85,12 +92,14 @@ struct SubgradientOptions {
   Readout readout = Readout::kLast;
   StepRule step_rule = StepRule::kConstant;
   double step_scale = 1;  // > 0, finite
-  // x^(1): empty = the centre of P (data-independent, spec §8 item 5).
+  // x^(1): empty = the centre of P (data-independent; the paper does not
+  // state its start).
   std::vector<double> initial_point;
-  // Project every iterate onto P (default on; spec §8 item 3).
+  // Project every iterate onto P (default on; the paper does not project).
   bool project = true;
   // Release every iterate x^(1..k+1) and the chosen indices (free
-  // post-processing, spec §3). Limited to (k + 1) d <= 10^6 values.
+  // post-processing of the private index draws). Limited to
+  // (k + 1) d <= 10^6 values.
   bool release_trace = true;
   absl::Status Validate() const;
 };
@@ -124,8 +133,8 @@ class OffsetNoise {
 };
 const OffsetNoise& SecureOffsetNoise();
 
-// M_P's and M_S's noise plans (spec §7 item 1: lambda_P = eps / (sqrt(m)
-// b_max); lambda_S = eps / (sqrt(d) R) in paper mode, eps / R tight).
+// M_P's and M_S's noise plans (lambda_P = eps / (sqrt(m) b_max);
+// lambda_S = eps / (sqrt(d) R) in paper mode, eps / R tight).
 absl::StatusOr<noise::VectorLaplacePlan> PerturbProblemPlan(
     const ProblemInfo& info, double epsilon);
 absl::StatusOr<noise::VectorLaplacePlan> PerturbSolutionPlan(

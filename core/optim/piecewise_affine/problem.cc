@@ -157,9 +157,9 @@ absl::StatusOr<ProblemInfo> DescribeProblem(const ProblemDeclaration& decl,
   info.pieces = m;
   info.dimension = d;
   if (!(decl.b_max >= kMinBMax && decl.b_max <= kMaxBMax)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "b_max must be a number in [", kMinBMax, ", ", kMaxBMax,
-        "] (the public bound on how far any offset may move, spec §1.3)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("b_max must be a number in [", kMinBMax, ", ", kMaxBMax,
+                     "] (the public bound on how far any offset may move)"));
   }
   if (m < 1 || m > kMaxPieces) {
     return absl::InvalidArgumentError(

@@ -1,4 +1,5 @@
-// Piecewise-affine (Han, Topcu & Pappas 2014; spec piecewise-affine-piecewise-affine.md):
+// Piecewise-affine (Han, Topcu & Pappas 2014;
+// docs/algorithms/piecewise_affine.md):
 // the max-affine problem
 //     minimise f(x; b) = max_i (a_i^T x + b_i)   subject to x in P,
 // its public description, and the deterministic helpers every mechanism
@@ -8,9 +9,10 @@
 // the PUBLIC slopes a_i (the features, m rows x d columns, dense) and the
 // PRIVATE offset b_i (the real label). P, b_max and everything derived from
 // them and from the slopes are public and stored with the dataset as
-// ProblemInfo (JSON). The neighbouring relation is spec §1.3's l-infinity
-// relation: every b_i may move by up to b_max at once (privacy::Relation::
-// kLinfOffsets), never mixed with add/remove or replace-one.
+// ProblemInfo (JSON). The neighbouring relation is the paper's l-infinity
+// relation (eq. (4)): every b_i may move by up to b_max at once
+// (privacy::Relation::kLinfOffsets), never mixed with add/remove or
+// replace-one.
 #ifndef DPOPT_CORE_OPTIM_PIECEWISE_AFFINE_PROBLEM_H_
 #define DPOPT_CORE_OPTIM_PIECEWISE_AFFINE_PROBLEM_H_
 
@@ -28,7 +30,7 @@ namespace dpopt::optim::piecewise_affine {
 // Limits checked at import (the slopes and P are public, so refusing them
 // reveals nothing): they keep every LP well scaled and every computation
 // on private offsets finite.
-inline constexpr int64_t kMaxPieces = 100000;   // spec §8 item 17
+inline constexpr int64_t kMaxPieces = 100000;   // m (can be 2^d: Example 6)
 inline constexpr int64_t kMaxDimension = 1000;  // d
 inline constexpr int64_t kMaxConstraintRows = 10000;
 inline constexpr double kMaxCoefficient = 1e9;  // |a_ij|, |l_j|, |H|, |h|
@@ -36,7 +38,8 @@ inline constexpr double kMinBMax = 1e-100;
 inline constexpr double kMaxBMax = 1e100;
 
 // P = {x : lower <= x <= upper, H x <= h}: a box (required, so P is
-// bounded; spec §8 item 8) intersected with optional half-spaces.
+// bounded; the paper's Remark 20 claims more than holds for unbounded P)
+// intersected with optional half-spaces.
 struct Polytope {
   std::vector<double> lower;     // size d
   std::vector<double> upper;     // size d
@@ -55,7 +58,7 @@ struct Polytope {
 
 // What the curator declares with the data.
 struct ProblemDeclaration {
-  double b_max = 0;  // public adjacency radius of spec §1.3, > 0
+  double b_max = 0;  // public adjacency radius (the paper's eq. (4)), > 0
   Polytope polytope;
 };
 
@@ -68,7 +71,7 @@ struct ProblemInfo {
   // G = max_i ||a_i||_2, the Lipschitz constant of f (public slopes).
   double slope_norm_bound = 0;
   // A box containing P (the declared box, tightened by 2d LPs when P has
-  // half-spaces; spec §2.0 P6), its diameter R = ||upper - lower||_2 (an
+  // half-spaces), its diameter R = ||upper - lower||_2 (an
   // upper bound on diam(P)), and an interior point (the box centre, or the
   // Chebyshev centre of P) with the radius of a ball around it inside P.
   std::vector<double> bbox_lower;
@@ -88,8 +91,8 @@ struct ProblemInfo {
 
 // Builds the public description at import: validates the declaration and
 // the slopes (row-major m x d, finite, |a_ij| <= kMaxCoefficient), checks
-// that P has a non-empty interior (spec §8 item 19) and computes G, the
-// bounding box, R and the centre (LPs through lp.h when P has half-spaces).
+// that P has a non-empty interior (M_E needs a density on P) and computes G,
+// the bounding box, R and the centre (LPs through lp.h when P has half-spaces).
 // Looks only at slopes, never at offsets. INVALID_ARGUMENT on bad input.
 absl::StatusOr<ProblemInfo> DescribeProblem(const ProblemDeclaration& decl,
                                             const double* slopes, int64_t m,
@@ -105,7 +108,7 @@ absl::Status CheckData(const Dataset& data, const ProblemInfo& info);
 double Evaluate(const Dataset& data, const Eigen::VectorXd& b,
                 const Eigen::VectorXd& x);
 
-// Euclidean projection onto P (spec §2.0 P4; post-processing, data-free).
+// Euclidean projection onto P (post-processing, data-free).
 // Boxes: clipping. Half-spaces: Dykstra's alternating projections (at most
 // 10000 sweeps, stopping at 1e-12 changes), then, if a constraint is still
 // violated, the point is pulled towards the interior centre until it is

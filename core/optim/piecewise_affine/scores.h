@@ -1,6 +1,8 @@
-// Exact selection on max-affine scores (piecewise-affine family): the exponential mechanism
-// of Algorithm 1 (spec §2.4, with the paper's sign typo fixed, spec §8 item
-// 1) and of M_E's sampler, on integer scores.
+// Exact selection on max-affine scores (piecewise-affine family): the
+// exponential mechanism of Algorithm 1 (Han, Topcu & Pappas 2014, Sec. 4.4,
+// with the paper's sign typo fixed: the subgradient is the MAXIMISING piece,
+// so the weight is exp(+eps' s / (2 b_max)), not exp(-...)) and of M_E's
+// sampler, on integer scores.
 //
 // Scores are real numbers s = c + b with c public (a_i^T x for a public
 // point x, computed by the overflow-safe Dataset::RowDot) and b a private
@@ -45,7 +47,7 @@ int64_t ScoreUnits(double c, double b, const ScoreGrid& grid);
 
 // The exponential mechanism's rate per grid unit for a selection of budget
 // `epsilon` (non-monotone scores: exp(epsilon s / (2 Delta)), McSherry &
-// Talwar; spec §8 item 1: the PLUS sign), rounded DOWN to a dyadic rational.
+// Talwar; the PLUS sign, see above), rounded DOWN to a dyadic rational.
 // INVALID_ARGUMENT if epsilon is not finite and > 0, or so small that the
 // rate underflows 2^-62 per unit.
 absl::StatusOr<noise::Dyadic> SelectionRate(double epsilon,
@@ -60,8 +62,9 @@ absl::StatusOr<int64_t> SampleSoftmax(absl::Span<const int64_t> scores,
                                       noise::Dyadic rate,
                                       noise::RandomSource& rng);
 
-// Algorithm 1 (spec §2.4): scores s_i = psi(a_i^T x + b_i) for every piece,
-// then SampleSoftmax. Returns i*; the subgradient is a_{i*}.
+// Algorithm 1 (Han, Topcu & Pappas 2014, Sec. 4.4): scores
+// s_i = psi(a_i^T x + b_i) for every piece, then SampleSoftmax. Returns i*;
+// the subgradient is a_{i*}.
 absl::StatusOr<int64_t> PrivateSubgradientIndex(
     const Dataset& data, const Eigen::VectorXd& b, const Eigen::VectorXd& x,
     const ScoreGrid& grid, noise::Dyadic rate, noise::RandomSource& rng);

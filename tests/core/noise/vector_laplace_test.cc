@@ -1,5 +1,6 @@
 // Tests of the exact vector Laplace sampler (core/noise/vector_laplace.h),
-// the noise of piecewise-affine family's M_P and M_S (spec piecewise-affine §2.0 P2, §7 items 2-4).
+// the noise of piecewise-affine family's M_P and M_S (Han, Topcu & Pappas
+// 2014, Theorem 9): radius, direction, one-dimensional case and density ratio.
 //
 // Distribution checks are Kolmogorov-Smirnov tests against closed forms
 // (Laplace for n = 1, Gamma(n, rate lambda) for the radius, Exp(1) for the
@@ -81,7 +82,7 @@ TEST(VectorLaplacePlan, RejectsBadInput) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
-// §7 item 4, for the density the sampler draws from: for any shift of L2
+// The density ratio of the law the sampler draws from: for any shift of L2
 // norm <= Delta + g sqrt(n), log p(w) - log p(w + shift) = lambda (||w +
 // shift|| - ||w||) <= epsilon.
 TEST(VectorLaplacePlan, DensityRatioWithinEpsilon) {
@@ -119,7 +120,7 @@ TEST(ExactExponential, KolmogorovSmirnovAgainstExp1) {
   EXPECT_NEAR(sum / kDraws, 1.0, 5 / std::sqrt(kDraws));
 }
 
-// §7 item 3: for n = 1 the mechanism is Laplace(0, 1/lambda).
+// For n = 1 the mechanism is Laplace(0, 1/lambda).
 TEST(VectorLaplace, OneDimensionIsLaplace) {
   ASSERT_OK_AND_ASSIGN(VectorLaplacePlan p, PlanVectorLaplace(1.0, 0.8, 1));
   const double b = 1 / p.lambda;
@@ -143,8 +144,8 @@ TEST(VectorLaplace, OneDimensionIsLaplace) {
   EXPECT_NEAR(sq / kDraws, 2 * b * b, 5 * std::sqrt(20.0 / kDraws) * b * b);
 }
 
-// §7 item 2: the radius ||w|| is Gamma(n, rate lambda), mean n / lambda;
-// item 3: directions have mean 0 and second moment I / n, and
+// The radius ||w|| is Gamma(n, rate lambda), mean n / lambda; directions
+// have mean 0 and second moment I / n, and
 // E w_j^2 = (n + 1) / lambda^2.
 class VectorLaplaceRadius : public ::testing::TestWithParam<int> {};
 

@@ -1,4 +1,4 @@
-// A real run: DP-SGD on Adult (a9a), issue 2's acceptance setting:
+// A real run: DP-SGD on Adult (a9a), the acceptance setting:
 // epsilon = 1, delta = 1e-6, q = 0.01, 2000 steps, C = 1, lr = 0.5, logistic
 // loss with l2 = 1e-4; test accuracy on a9a.t must reach 0.80 (non-private
 // logistic regression gets about 0.85). Uses the SECURE generator and the

@@ -367,7 +367,7 @@ TEST(DpSgdTest, RngFailureFailsClosed) {
   EXPECT_LE(cb.iterates.size(), 1u);  // failed step published nothing
 }
 
-// The DP-SGD setting on a9a (public metadata only).
+// The README's DP-SGD setting on a9a (public metadata only).
 DpSgdOptions A9aDpSgdOptions() {
   DpSgdOptions o;
   o.sampling_rate = 0.01;
@@ -390,7 +390,7 @@ PublicDatasetInfo A9aInfo() {
 // mechanism, so a DP-SGD job is priced exactly like dp_accounting's DP-SGD
 // event (tight sampled Gaussian, MTZ 2019): the job's event is DpSgdEvent(z),
 // z is what `dpopt privacy calibrate` prints (2.1919 under RDP at the
-// issue's setting; 3.23 with the former discrete-Gaussian pricing), and the
+// README's setting; 3.23 with the former discrete-Gaussian pricing), and the
 // PLD accountant calibrates less noise.
 TEST(DpSgdCalibrateTest, PricedAsTheTightSampledGaussian) {
   ASSERT_OK_AND_ASSIGN(auto alg, NewDpSgd(A9aDpSgdOptions()));

@@ -257,7 +257,8 @@ TEST(ObjectiveTest, ParseLossRoundTrips) {
 namespace dpopt::optim {
 namespace {
 
-// ---- Totality of per-example clipping (design.md §5, issue 15). ----
+// ---- Totality of per-example clipping (docs/architecture.md, invariant
+// "outcomes depend only on what was charged"). ----
 
 // Classic clipping, computed the textbook way on the full gradient.
 Eigen::VectorXd ClassicClip(const Eigen::VectorXd& g, double clip, bool l1) {

@@ -35,7 +35,7 @@ double Rdp(const DpEvent& e, double delta) {
   return r.ok() ? r->epsilon : -1;
 }
 
-// Golden values from issue 3 (dp_accounting's PLD tests).
+// Golden values from dp_accounting's PLD tests).
 TEST(PldGoldenTest, FullBatchTwoSteps) {
   ExpectRel(Pld(DpSgdEvent(0.7, 1.0, 2), 1e-5), 10.1224945839, 1e-4);
   // Same through the generic convolution path (no Gaussian shortcut).

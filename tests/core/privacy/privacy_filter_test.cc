@@ -329,7 +329,8 @@ TEST(RelationTest, MismatchRules) {
 }
 
 // Piecewise-affine's l-infinity offset relation is never mixed with the others
-// (design.md §5): its pure events are charged as is to its datasets, and
+// (docs/architecture.md, invariant "one neighbouring relation per dataset"):
+// its pure events are charged as is to its datasets, and
 // nothing converts to or from it.
 TEST(RelationTest, LinfOffsetsStandsAlone) {
   for (FilterKind kind : {FilterKind::kRdp, FilterKind::kBasic}) {

@@ -1,4 +1,4 @@
-// Property tests from issue 3: monotonicity of epsilon, k-fold
+// Property tests of the accountants: monotonicity of epsilon, k-fold
 // self-composition costs k times one fold (RDP) for every event type, and
 // PLD <= RDP.
 #include <cmath>

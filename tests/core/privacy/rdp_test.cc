@@ -38,7 +38,7 @@ TEST(RdpOrdersTest, DefaultGridMatchesDpAccounting) {
   EXPECT_EQ(o.back(), 1024);
 }
 
-// Golden values from the reference accountants' test suites (issue 3).
+// Golden values from the reference accountants' test suites.
 TEST(RdpGoldenTest, MnistSettingWithCustomOrders) {
   std::vector<double> orders = {1.25, 1.5, 1.75, 2, 2.25, 2.5, 3, 3.5, 4, 4.5};
   for (int a = 5; a <= 63; ++a) orders.push_back(a);
@@ -343,7 +343,7 @@ TEST(RdpSamplingTest, GenericBoundIsCappedByTheUnsampledCurve) {
   EXPECT_GT(z, 1.0);
 }
 
-// Gaussian sparse vector (Zhu & Wang 2020, Thm 8; spec §3.5):
+// Gaussian sparse vector (Zhu & Wang 2020, Thm 8):
 // eps(alpha) = alpha / zt^2 + 2 alpha / zq^2 + log(max_queries + 1)/(alpha-1).
 TEST(RdpTest, GaussianSparseVectorMatchesZhuWangTheorem8) {
   const DpEvent e = DpEvent::GaussianSparseVector(1, 2, 15);
@@ -355,8 +355,9 @@ TEST(RdpTest, GaussianSparseVectorMatchesZhuWangTheorem8) {
   ExpectRel(r[2], 1.5 + 0.75 + 2.772588722239781 / 0.5, 1e-14);
   ExpectRel(r[3], 1024.0 + 512.0 + 2.772588722239781 / 1023, 1e-14);
   EXPECT_EQ(r[4], kInf);  // no pure-DP bound
-  // Spec §5 item 4 calibration s1^2 = 3/(2 rho), s2^2 = 3/rho: the Gaussian
-  // terms are (4/3) alpha rho (Thm 8), i.e. 4/3 of the paper's Thm 3.
+  // Chen & Lee 2022's calibration s1^2 = 3/(2 rho), s2^2 = 3/rho: the
+  // Gaussian terms are (4/3) alpha rho (Thm 8), i.e. 4/3 of the paper's
+  // Thm 3.
   const double rho = 0.02;
   const DpEvent cal = DpEvent::GaussianSparseVector(std::sqrt(3 / (2 * rho)),
                                                     std::sqrt(3 / rho), 15);

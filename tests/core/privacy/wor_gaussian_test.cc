@@ -1,8 +1,8 @@
 // Wang-Balle-Kasiviswanathan Theorem 27 (core/privacy/wor_gaussian.h)
 // against values computed independently in 80-digit arithmetic by
 // tests/core/privacy/wbk_reference.py (exact alternating sums for the
-// forward differences), and against the visible-activation noise levels the
-// distributed-DDA spec lists (§3.5 (c), computed by the spec's author).
+// forward differences), and against independently computed
+// visible-activation noise levels of the distributed-DDA accounting.
 #include "core/privacy/wor_gaussian.h"
 
 #include <algorithm>
@@ -146,11 +146,12 @@ TEST(WorGaussianTest, FractionalOrdersInterpolateTheCgf) {
   EXPECT_NEAR(v[2], expected, 1e-15);
 }
 
-// Spec distributed-DDA §3.5, "visible with eps_WOR" column (delta = 1e-5, L = 1,
+// Reference noise levels of distributed-DDA's visible-activation accounting
+// (core/optim/distributed_dda/accounting.h; delta = 1e-5, L = 1,
 // replace-one sensitivity 2, so z = sigma / 2): per step the node holding
 // the differing sample is active with probability iota = 0.1 (a revealed
 // Bernoulli mixture) and then runs the sampled Gaussian with gamma = 1/q.
-// The spec's sigma, given to 3 digits, must land at epsilon ~ the target.
+// The reference sigma, given to 3 digits, must land at epsilon ~ the target.
 double VisibleMixtureEpsilon(double q, double steps, double iota, double sigma,
                              double delta) {
   const std::vector<double>& orders = DefaultRdpOrders();
@@ -163,7 +164,7 @@ double VisibleMixtureEpsilon(double q, double steps, double iota, double sigma,
         steps * std::log1p(iota * std::expm1((a - 1) * wor[i])) / (a - 1);
   }
   // The standard conversion eps = rdp + log(1/delta) / (alpha - 1), which
-  // the spec's numbers use (the accountant's improved conversion of Balle et
+  // the reference numbers use (the accountant's improved conversion of Balle et
   // al. 2020 gives a smaller epsilon for the same curve).
   double best = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < orders.size(); ++i) {
@@ -182,8 +183,8 @@ TEST(WorGaussianTest, ReproducesTheSpecsVisibleActivationNoise) {
     const double eps =
         VisibleMixtureEpsilon(c.q, c.steps, c.iota, c.sigma, 1e-5);
     // sigma to 3 digits moves epsilon by about 1% (RDP epsilon ~ 1/sigma).
-    std::printf("spec sigma %.3g: epsilon %.4f (target %.2f)\n", c.sigma, eps,
-                c.target);
+    std::printf("reference sigma %.3g: epsilon %.4f (target %.2f)\n", c.sigma,
+                eps, c.target);
     EXPECT_NEAR(eps, c.target, 0.02 * c.target)
         << "q " << c.q << " T " << c.steps << " sigma " << c.sigma;
   }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Backup and restore with the real binaries (issue 15, docs/backup.md):
+# Backup and restore with the real binaries (docs/backup.md):
 # `dpopt-server backup` while the server runs a job, more charges, SIGTERM,
 # `dpopt-server restore` of the old backup, the refusal to start on the
 # rolled-back ledger, and the forced start with

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end user flow with real processes: dpopt-server on its embedded
-# SQLite, the dpopt CLI, the vendored Adult data (issue 2's flow), plus a
+# End-to-end user flow with real processes: dpopt-server on its embedded SQLite,
+# the dpopt CLI, the vendored Adult data (the README's user flow), plus a
 # SIGKILL of the server mid-job and a restart (the job comes back FAILED and
 # stays charged; the ledger is consistent).
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The web console in a real browser: headless Chromium against a running
-dpopt-server with real jobs, asserting on the DOM (issue 16).
+dpopt-server with real jobs, asserting on the DOM.
 
 Usage: tests/e2e/console/browser_test.py [--server-bin PATH] [--screenshots DIR]
   --server-bin   dpopt-server (default: build/server/dpopt-server)

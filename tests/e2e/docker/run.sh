@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Docker end-to-end test: builds the server image (deploy/Dockerfile), runs it
-# with a fresh volume and walks the user flow of issue 2 against it with the
+# with a fresh volume and walks the README's user flow against it with the
 # host-built CLI; then restarts the container and checks that the ledger
 # persisted on the volume; finally brings the compose file up and down.
 #
@@ -11,7 +11,7 @@
 #   --no-build      test an existing image instead of building it
 #   --no-compose    skip the docker-compose check
 #   --min-accuracy A   required public test accuracy of the DP-SGD job
-#                   (default 0.80: issue 2's target at epsilon = 1)
+#                   (default 0.80: the target at epsilon = 1)
 #   --keep          keep container, volume and temp dir for debugging
 #
 # Without a Docker engine it prints "SKIP: no Docker engine" and exits 0.

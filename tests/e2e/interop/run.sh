@@ -83,7 +83,7 @@ protoc -I "$repo/proto" --plugin=protoc-gen-grpc_python="$plugin" \
   --python_out="$tmp/stubs" --grpc_python_out="$tmp/stubs" \
   "$repo"/proto/dpopt/v1/*.proto "$repo/proto/grpc/health/v1/health.proto"
 
-# Mutual TLS end to end (issue 14): a throw-away CA, server and client
+# Mutual TLS end to end: a throw-away CA, server and client
 # certificates; the server requires client certificates, and the CLI and
 # both clients present one.
 "$repo/tests/common/make-test-certs.sh" "$tmp/tls"

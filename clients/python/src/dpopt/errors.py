@@ -3,7 +3,8 @@
 Every failed call raises a subclass of :class:`DpoptError` that carries the
 server's message (``str(e)`` / ``e.message``) and its gRPC status code
 (``e.code``, a :class:`grpc.StatusCode`). The server's messages never contain
-private data (design.md §5), so they are safe to print and log.
+private data (docs/architecture.md, invariant "nothing unprivatized leaves
+the server"), so they are safe to print and log.
 
 ===============================  ============================================
 gRPC status                      exception

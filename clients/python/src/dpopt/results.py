@@ -4,7 +4,8 @@ Each class is a frozen dataclass with the message's fields (proto field
 names), plus ``proto``: the message itself, for anything not surfaced here.
 Timestamps are timezone-aware ``datetime`` objects (UTC) or None.
 Everything here is what the API releases: privatized outputs and public
-metadata (design.md §5); nothing is computed from private rows client-side.
+metadata (docs/architecture.md, invariant "nothing unprivatized leaves the
+server"); nothing is computed from private rows client-side.
 """
 
 import dataclasses

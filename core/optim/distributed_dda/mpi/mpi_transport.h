@@ -1,5 +1,5 @@
-// Transport (engine.h) over MPI point-to-point messages (distributed-DDA family, spec
-// §6.2): per gradient pass, each active node sends its message once to every
+// Transport (engine.h) over MPI point-to-point messages (distributed-DDA
+// family): per gradient pass, each active node sends its message once to every
 // other rank hosting one of its active neighbours (tag = sender node, the
 // pass number appended and checked), and receives its remote neighbours'
 // messages; no global barrier. Trace points gather every node's vector onto

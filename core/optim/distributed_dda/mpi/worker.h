@@ -1,4 +1,4 @@
-// dpopt-dda-worker: one MPI rank of a dp_dda job (distributed-DDA family, spec §6.2).
+// dpopt-dda-worker: one MPI rank of a dp_dda job (distributed-DDA family).
 // Started by the server through mpirun (mpi_launcher.h). Rank 0 reads the
 // job stream (wire.h) from its standard input, broadcasts the public
 // parameters and sends every other rank the shards of its nodes; then every

@@ -2,8 +2,9 @@
 //
 // Gives dp_dda's nodes seeded generators (core/noise/testing) instead of the
 // secure one, so that runs are reproducible and the simulation and the MPI
-// execution can be compared bit for bit (spec §7 property 19). Lives in the
-// test-only target dpopt_optim_distributed_dda_testing, which the server never links.
+// execution can be compared bit for bit. Lives in the
+// test-only target dpopt_optim_distributed_dda_testing, which the server never
+// links.
 #ifndef DPOPT_CORE_OPTIM_DISTRIBUTED_DDA_TESTING_DP_DDA_TEST_PEER_H_
 #define DPOPT_CORE_OPTIM_DISTRIBUTED_DDA_TESTING_DP_DDA_TEST_PEER_H_
 

@@ -1,7 +1,8 @@
 // TEST ONLY. NOT DIFFERENTIALLY PRIVATE.
 //
-// Sparse-vector noise doubles for known-answer tests of NOISYBTLS (spec §5
-// items 1, 2): zero noise, optionally counting the draws. Lives in target
+// Sparse-vector noise doubles for known-answer tests of NOISYBTLS (noise off
+// = exact Armijo backtracking; one threshold draw per call): zero noise,
+// optionally counting the draws. Lives in target
 // dpopt_optim_line_search_testing, which the server never links.
 #ifndef DPOPT_CORE_OPTIM_LINE_SEARCH_TESTING_NO_SVT_NOISE_H_
 #define DPOPT_CORE_OPTIM_LINE_SEARCH_TESTING_NO_SVT_NOISE_H_

@@ -1,7 +1,7 @@
 // The six accelerated optimizers: noise-free reductions to GD / heavy ball /
 // Nesterov with their known rates, exact accounting of the charged event
 // (recomputed independently), relation handling, and run-time checks
-// (spec accelerated-dp-accelerated.md §6 items 3, 9, 17).
+// (budget conservation, determinism).
 #include "core/optim/accelerated/accelerated.h"
 
 #include <cmath>
@@ -28,7 +28,7 @@ using ::testing::HasSubstr;
 
 // F(w) = (1/2) w^T diag(0.5, 1) w: least squares with rows (1, 0), (-1, 0),
 // (0, sqrt 2), (0, -sqrt 2) and zero labels, no regulariser. x* = 0, F* = 0,
-// mu = 0.5, L = 1 (spec §6 item 9).
+// mu = 0.5, L = 1.
 Dataset Quadratic() {
   Eigen::MatrixXd x(4, 2);
   const double b = std::sqrt(2.0);
@@ -101,7 +101,8 @@ std::vector<Eigen::VectorXd> RunNoiseOff(const AcceleratedOptions& o,
   return rec.iterates;
 }
 
-// Hand-rolled noise-free recursions (spec §2.1-§2.5) on the quadratic.
+// Hand-rolled noise-free recursions (Kuru et al. 2022, (3.1), (4.1), (4.7))
+// on the quadratic.
 std::vector<Eigen::VectorXd> Reference(const StepSchedule& s, bool nesterov,
                                        Eigen::VectorXd x) {
   std::vector<Eigen::VectorXd> out;
@@ -148,7 +149,8 @@ TEST(NoiseOff, DpGdIsGradientDescent) {
 
 TEST(NoiseOff, DpHbIsPolyakHeavyBallWithItsRate) {
   // Polyak's alpha_HB = 4/(sqrt(mu)+sqrt(L))^2, beta_HB = ((sqrt k - 1)/
-  // (sqrt k + 1))^2; rho = sqrt(beta_HB) = 0.171573 (spec §4.2 table).
+  // (sqrt k + 1))^2; rho = sqrt(beta_HB) = 0.171573 ((3.18) at mu = 0.5,
+  // L = 1).
   AcceleratedOptions o = QuadOptions(Method::kHeavyBall, 200);
   o.learning_rate = 4 / std::pow(std::sqrt(0.5) + 1, 2);
   const double sk = std::sqrt(2.0);
@@ -215,7 +217,7 @@ TEST(NoiseOff, OptVariantsRunTFinalStepsOfTheirSchedule) {
 
 PublicDatasetInfo ReferenceInfo(
     privacy::Relation relation = privacy::Relation::kAddRemove) {
-  PublicDatasetInfo info;  // spec §5: n = 1e5, d = 20, logistic
+  PublicDatasetInfo info;  // paper Sec. 5: n = 1e5, d = 20, logistic
   info.rows = 100000;
   info.dimension = 20;
   info.relation = relation;
@@ -288,7 +290,7 @@ TEST_P(LaplaceAccounting, EventSumsToEpsilonAndMatchesPaperNoise) {
         privacy::ComputeEpsilon(c.event, 0.0, privacy::AccountantKind::kRdp));
     EXPECT_NEAR(acc.epsilon, eps, 1e-12);
     for (double e : per_step) EXPECT_NEAR(e, eps / k.steps, 1e-15);
-    // Spec P3 table: b for (m, T).
+    // Uniform split (Prop. 3.1, (3.4)-(3.5)): b for (m, T).
     const double b_avg = steps[0].inner().noise_multiplier() * 40 / m;
     EXPECT_NEAR(b_avg,
                 40 / (m * std::log1p((n / m) * std::expm1(eps / k.steps))),
@@ -342,7 +344,7 @@ TEST(ReplaceOne, FullBatchChargesPaperSensitivityTwoC) {
   ASSERT_EQ(steps.size(), 100u);
   EXPECT_EQ(steps[0], privacy::DpEvent::DiscreteLaplace(100.0));
   // Oracle multiplier 2/eps_t of C: scale on the average 2 C/(n eps_t) =
-  // S1/(n eps_t) = 0.04 (spec P3, m = n = 1e5, T = 100).
+  // S1/(n eps_t) = 0.04 ((3.4) with m = n = 1e5, T = 100).
   EXPECT_DOUBLE_EQ(c.noise_multiplier, 200.0);
   EXPECT_NEAR(c.noise_multiplier * 20 / 1e5, 0.04, 1e-15);
   ASSERT_OK_AND_ASSIGN(

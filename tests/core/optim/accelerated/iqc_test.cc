@@ -1,7 +1,6 @@
-// Spec accelerated-dp-accelerated.md §6 item 16, "IQC certificate sanity
-// (DP-SHB, Prop. 3.4)": LMI (3.14) of the paper (spec §4.1) with
-// B = [-alpha; 0] (spec §7 B9), for gradient descent (beta = 0,
-// alpha = 1/L, mu = 0.5, L = 1):
+// IQC certificate sanity (DP-SHB, Kuru et al. 2022, Prop. 3.4): LMI (3.14)
+// of the paper with B = [-alpha; 0] (the paper prints +alpha, a sign typo),
+// for gradient descent (beta = 0, alpha = 1/L, mu = 0.5, L = 1):
 //   (a) a certificate exists at rho = 0.55 (re-checked here independently);
 //   (b) no certificate has rho below the quadratic worst-case rate (3.18),
 //       which is 0.5: the checker finds none, and — the actual proof — an
@@ -10,8 +9,9 @@
 //   (c) with the paper's printed B = [+alpha; 0], no certificate is found
 //       below rho = 0.70; the first is at rho ~ 1/sqrt(2) ~ 0.71 (the
 //       function-value rate 1 - mu/L = rho^2 of the P = 0 certificate).
-//       (The spec says only P = 0 certifies there; the search also finds
-//       valid near-rank-one P != 0 at rho = 0.71, same rate.)
+//       (An earlier random search suggested only P = 0 certifies there; this
+//       search also finds valid near-rank-one P != 0 at rho = 0.71, same
+//       rate.)
 #include <cmath>
 #include <complex>
 #include <optional>
@@ -41,7 +41,7 @@ IqcProblem Gd(IqcBSign sign = IqcBSign::kMinusAlpha) {
 }
 
 // The matrix of (3.14) for GD written out by hand (not via the library):
-// A = [[1, 0], [1, 0]], B = [-alpha; 0] (3.10, spec §7 B9), and with
+// A = [[1, 0], [1, 0]], B = [-alpha; 0] ((3.10), sign corrected), and with
 // beta = 0, X1 = diag(0, 0, alpha (2 - L alpha) / 2).
 // Returns Phi - c0 X0 - c [X1 + (1 - rho^2) X2].
 Eigen::Matrix3d HandLmiForGd(const Eigen::Matrix2d& p, double c0, double c,
@@ -65,7 +65,7 @@ double MaxEigenvalue(const Eigen::Matrix3d& m) {
   return Eigen::SelfAdjointEigenSolver<Eigen::Matrix3d>(m).eigenvalues()(2);
 }
 
-// rho of (3.18) (spec §4.2), with the complex square root:
+// rho of (3.18), with the complex square root:
 // max over lam in {mu, L} of |(1 + beta - alpha lam +- sqrt(...)) / 2|.
 double QuadraticRate(double alpha, double beta, double mu, double l) {
   double rate = 0.0;
@@ -190,8 +190,8 @@ TEST(IqcCertificateTest, NoGdCertificateBelowQuadraticRate) {
   }
 }
 
-// The smallest certified rate on a grid: just above 0.5 (the spec's random
-// search reported ~0.53); 0.5 itself is excluded by the argument above.
+// The smallest certified rate on a grid: just above 0.5 (a coarser random
+// search found ~0.53); 0.5 itself is excluded by the argument above.
 TEST(IqcCertificateTest, SmallestCertifiedGdRateIsJustAboveHalf) {
   const std::optional<double> coarse =
       SmallestCertifiedRhoOnGrid(Gd(), 0.40, 0.80, 0.01);

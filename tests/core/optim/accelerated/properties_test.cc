@@ -1,7 +1,10 @@
-// Spec accelerated-dp-accelerated.md §6 properties that need the running engine
-// with (seeded) noise, Monte-Carlo checks, or the oracle's sampling and
-// clipping as used by the accelerated methods: items 4 (MASG part), 8, 9 (any
-// S_{mu,L} problem), 10, 11, 12, 13, 14 and 15.
+// Properties of the accelerated methods (Kuru et al. 2022) that need the
+// running engine with (seeded) noise, Monte-Carlo checks, or the oracle's
+// sampling and clipping as used by the accelerated methods: MASG-opt's
+// allocation shape, the HB/EMA equivalence (3.6)-(3.7), noise-free NAG on a
+// non-quadratic S_{mu,L} problem, the rate (3.18), HB's stationary noise
+// level (Thm 3.5), the Laplace sampler, the minibatch sampler, the L1
+// sensitivity bound (5.2) and Thm 4.1.
 //
 // Monte-Carlo tests use the TEST-ONLY generator SeededRandomForTesting with a
 // fixed seed, so every run of this binary is deterministic. Each statistical
@@ -19,12 +22,12 @@
 #include "Eigen/Eigenvalues"
 #include "core/noise/testing/seeded_random.h"
 #include "core/noise/vector_mechanisms.h"
-#include "core/optim/objective.h"
-#include "core/optim/private_oracle.h"
-#include "core/optim/release_budget.h"
 #include "core/optim/accelerated/accelerated.h"
 #include "core/optim/accelerated/calibration.h"
 #include "core/optim/accelerated/schedules.h"
+#include "core/optim/objective.h"
+#include "core/optim/private_oracle.h"
+#include "core/optim/release_budget.h"
 #include "core/optim/testing/noise_off.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -117,7 +120,7 @@ AcceleratedOptions ZeroRowsOptions(Method m, int64_t steps, double l2) {
 }
 
 // ---------------------------------------------------------------------------
-// §6 item 8: DP-HB (paper (3.1)) and the smoothing form (3.6)-(3.7) give the
+// DP-HB (paper (3.1)) and the smoothing form (3.6)-(3.7) give the
 // same iterates for the same noisy gradients (1e-12 relative, random alpha,
 // beta in (0, 1), T = 50), and the EMA weight on g~_s in u_bar_t is
 // (1 - beta) beta^{t-s}.
@@ -193,9 +196,10 @@ TEST(HeavyBallSmoothing, EngineMatchesMovingAverageForm) {
 }
 
 // ---------------------------------------------------------------------------
-// Shared by items 9 and 15: F = (1/n) sum_i log(1 + exp(-y_i u_i^T x)) +
-// (l2/2) ||x||^2 on n = 200 rows, d = 5, u_i in [0, 1]^5 (so ||u_i||_1 <= 5 =
-// C and L1 clipping at C is a no-op, spec §7 A7). mu = l2 and L = 0.25
+// Shared by the noise-free NAG and Thm 4.1 tests:
+// F = (1/n) sum_i log(1 + exp(-y_i u_i^T x)) + (l2/2) ||x||^2 on n = 200
+// rows, d = 5, u_i in [0, 1]^5 (so ||u_i||_1 <= 5 = C and L1 clipping at C
+// is a no-op). mu = l2 and L = 0.25
 // lambda_max(U^T U / n) + l2 (public in a test).
 struct Logistic {
   Dataset data;
@@ -225,7 +229,8 @@ Logistic MakeLogistic() {
   p.mu = model.l2;
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(x.transpose() * x / kN);
   p.L = 0.25 * es.eigenvalues().maxCoeff() + model.l2;
-  // x* by non-private full-gradient NAG (spec §2.8), to machine precision.
+  // x* by non-private full-gradient NAG (as in the paper's Sec. 5), to
+  // machine precision.
   const double a = 1 / p.L;
   const double b = MomentumForStep(a, p.mu);
   Eigen::VectorXd w = Eigen::VectorXd::Zero(kD), w_prev = w;
@@ -252,7 +257,9 @@ AcceleratedOptions LogisticOptions(const Logistic& p, Method m, int64_t steps) {
   return o;
 }
 
-// E_0 = F(x0) - F* + (mu/2) ||x0 - x*||^2 (spec §4.3, §7 B8).
+// E_0 = F(x0) - F* + (mu/2) ||x0 - x*||^2: an upper value of Thm 4.1's E_0,
+// which is the Lyapunov value of Aybat et al. 2019 (the paper's experiments
+// only guess it, E0 = 10).
 double InitialLyapunov(const Logistic& p, const std::vector<double>& x0) {
   const Eigen::VectorXd x =
       Eigen::Map<const Eigen::VectorXd>(x0.data(), x0.size());
@@ -260,7 +267,7 @@ double InitialLyapunov(const Logistic& p, const std::vector<double>& x0) {
          0.5 * p.mu * (x - p.x_star).squaredNorm();
 }
 
-// §6 item 9, last bullet, on a non-quadratic S_{mu,L} problem (the quadratic
+// Noise-free NAG on a non-quadratic S_{mu,L} problem (the quadratic
 // case is in accelerated_test.cc): noise-free DP-NAG with alpha = 1/L
 // satisfies F(x_t) - F* <= (1 - sqrt(mu alpha))^t E_0 (Thm 4.1 with b = 0).
 TEST(NoiseFreeNag, LogisticObeysAcceleratedRate) {
@@ -277,7 +284,7 @@ TEST(NoiseFreeNag, LogisticObeysAcceleratedRate) {
   }
 }
 
-// §6 item 15 (paper Thm 4.1 / (4.2)-(4.3)): over R = 2000 seeded DP-NAG runs
+// Paper Thm 4.1 / (4.2)-(4.3): over R = 2000 seeded DP-NAG runs
 // (m = n) on the logistic problem above, the Monte-Carlo mean of
 // F(x_t) - F* is below the unrolled bound at EVERY t = 1..T:
 //   B_0 = E_0,  B_t = (1 - sqrt(mu alpha)) B_{t-1} + alpha (1 + alpha L)
@@ -371,7 +378,7 @@ INSTANTIATE_TEST_SUITE_P(Schedules, TheoremFourOne,
                          });
 
 // ---------------------------------------------------------------------------
-// §6 item 10 (paper (3.18)): rho_HB = max |a_{lam,+-}| over lam in {mu, L},
+// Paper (3.18): rho_HB = max |a_{lam,+-}| over lam in {mu, L},
 // a_{lam,+-} = (1 + beta - alpha lam +- sqrt((1 + beta - alpha lam)^2 -
 // 4 beta)) / 2 with a complex square root.
 double RhoHb(double alpha, double beta, double mu, double L) {
@@ -409,7 +416,8 @@ struct RhoRow {
   double alpha, beta, rho;
 };
 
-// The §4.2 table (mu = 0.5, L = 1), printed to 6 decimals, and the engine's
+// rho_HB for (alpha, beta) pairs at mu = 0.5, L = 1, printed to 6 decimals
+// (the last row is Polyak's alpha_HB, beta_HB), and the engine's
 // noise-free DP-HB on F = (1/2) x^T diag(0.5, 1) x contracting at that rate.
 class RhoTable : public ::testing::TestWithParam<RhoRow> {};
 
@@ -458,7 +466,7 @@ INSTANTIATE_TEST_SUITE_P(Spec, RhoTable,
                                            RhoRow{1.0, 0.171573, 0.414214}));
 
 // ---------------------------------------------------------------------------
-// §6 item 11 (paper Thm 3.5): the stationary variance of heavy ball on a 1-D
+// Paper Thm 3.5: the stationary variance of heavy ball on a 1-D
 // quadratic with curvature lam and i.i.d. gradient noise of variance s2 is
 //   alpha (1 + beta) s2 / ((1 - beta) lam (2 + 2 beta - alpha lam)),
 // and its sum over eigenvalues is m(alpha, beta).
@@ -484,9 +492,10 @@ TEST(HeavyBallNoiseLevel, ClosedFormValuesOfTheSpec) {
 // P = 4000 coordinates are independent AR(2) chains; after T steps (transient
 // below rho^{2T} < 1e-30) x_T's coordinates are i.i.d. with the stationary
 // variance. Asserted within 4 standard errors of the sample second moment
-// (the spec suggests 3; 4 keeps the false-alarm rate at 6e-5 per case under
-// a fresh seed, 3e-4 over the 5 cases). A sampler with variance b^2 (the
-// reference code's scale/std bug, spec §7 A1) would be off by 50%, > 30 SE.
+// (4 rather than 3 keeps the false-alarm rate at 6e-5 per case under a fresh
+// seed, 3e-4 over the 5 cases). A sampler with variance b^2 (the authors'
+// MATLAB code draws Laplace with standard deviation b, i.e. scale
+// b / sqrt(2)) would be off by 50%, > 30 SE.
 struct NoiseLevelCase {
   double alpha, beta, lam;
   int64_t steps;
@@ -529,9 +538,11 @@ INSTANTIATE_TEST_SUITE_P(Spec, HeavyBallStationary,
                                            NoiseLevelCase{0.1, 0, 0.5, 800}));
 
 // ---------------------------------------------------------------------------
-// §6 item 12: the Laplace noise the accelerated oracle adds (noise::
-// AddLaplaceNoise, discrete Laplace on a grid ~2^-20 b) has scale b: over
-// 1e6 draws mean ~ 0, variance ~ 2 b^2 (NOT b^2, spec §7 A1), E|eta| ~ b,
+// The Laplace noise the accelerated oracle adds (noise::AddLaplaceNoise,
+// discrete Laplace on a grid ~2^-20 b) has scale b: over 1e6 draws mean ~ 0,
+// variance ~ 2 b^2 (NOT b^2: the authors' code draws with standard deviation
+// b, sqrt(2) times less noise than the paper's privacy claim needs),
+// E|eta| ~ b,
 // and a Kolmogorov-Smirnov p-value above 1e-3 against continuous Laplace(b).
 // False alarms under a fresh seed: 5-SE checks (6e-7 each under the CLT) and
 // the KS check at p = 1e-3 (the grid's discreteness moves the CDF by at most
@@ -564,9 +575,10 @@ TEST(LaplaceNoise, MomentsAndKolmogorovSmirnov) {
 }
 
 // ---------------------------------------------------------------------------
-// §6 item 13, adapted: the accelerated methods sample minibatches through the
-// oracle's Poisson sampler (add/remove datasets; design.md §5, spec §3 last
-// paragraph), not fixed-size sampling without replacement (replace-one
+// The minibatch sampler, adapted: the accelerated methods sample minibatches
+// through the oracle's Poisson sampler (add/remove datasets;
+// docs/architecture.md, invariant "one neighbouring relation per dataset"),
+// not the paper's fixed-size sampling without replacement (replace-one
 // datasets are full batch only), so "m distinct indices" becomes "each row
 // at most once, included with probability q". Through the Laplace release
 // with the noise switched off (TEST ONLY):
@@ -660,7 +672,7 @@ TEST(MinibatchSampler, UniformInclusionUnbiasedAndVarianceMatches) {
 }
 
 // ---------------------------------------------------------------------------
-// §6 item 14 (paper (5.2), spec §7 A7): with ||u||_1 <= C, the L1 distance
+// Paper (5.2): with ||u||_1 <= C, the L1 distance
 // between the logistic per-example gradients the oracle releases for any two
 // records (same w; the regulariser l2 w cancels) is <= 2C, on random and
 // adversarial pairs (opposite labels, large |x|, ||u||_1 = C, disjoint
@@ -743,7 +755,7 @@ TEST(Sensitivity, LogisticGradientsDifferByAtMostTwoC) {
 }
 
 // ---------------------------------------------------------------------------
-// §6 item 4, multistage part (paper Thm 4.3, spec §2.6): for MASG-opt the
+// Allocation shape, multistage part (paper Thm 4.3): for MASG-opt the
 // budget share eps_t = eps w_t increases strictly within every stage (b_t =
 // S1 / (n eps_t) decreases), with the jump back up at each restart.
 TEST(NoiseDividing, MasgShareIncreasesWithinEachStage) {

@@ -1,5 +1,9 @@
-// Known answers for the accelerated schedules (spec accelerated-dp-accelerated.md
-// §2.0 P3, §2.4 table, §2.5, §2.6, §6 items 1-7).
+// Known answers for the accelerated schedules (Kuru et al. 2022): the
+// uniform split (Prop. 3.1), the noise-dividing allocations and T_final
+// (Prop. 4.2, Remark 4.1, Thm 4.3), the MASG stages (4.7) and the paper's
+// Fig. 2. Reference values were computed from the formulas with the
+// constants of the authors' MATLAB code (github.com/sibirbil/DPAccGradMethods),
+// which reproduce the published figures (T_final = 136 and 396 in Figs. 3-4).
 #include "core/optim/accelerated/schedules.h"
 
 #include <algorithm>
@@ -14,7 +18,7 @@
 namespace dpopt::optim::accelerated {
 namespace {
 
-// Reference setting of spec §2.4 / §5: L = 5.10434, mu = 0.02, S1 = 40,
+// Reference setting of the paper's Sec. 5: L = 5.10434, mu = 0.02, S1 = 40,
 // n = 1e5, d = 20, eps = 1, E0 = 10.
 constexpr double kL = 5.10434;
 constexpr double kMu = 0.02;
@@ -52,7 +56,7 @@ StepSchedule Masg(double c, int64_t t_max,
   return *s;
 }
 
-// ---- §6 item 2: the uniform-split table P3. ----
+// ---- The uniform split ((3.4)-(3.5), S1 = 40, n = 1e5, eps = 1). ----
 struct P3Row {
   double m, T, eps0, b;
 };
@@ -78,7 +82,7 @@ INSTANTIATE_TEST_SUITE_P(SpecP3, UniformSplitTable,
                                                  0.419482}));
 
 TEST(UniformSplit, SevenDigitsAndLinearInT) {
-  // §6 item 2: (m = 1000, T = 100) gives eps0 = 0.6956524, b = 0.05749998.
+  // (m = 1000, T = 100) gives eps0 = 0.6956524, b = 0.05749998.
   EXPECT_NEAR(BaseEpsilon(0.01, 0.01), 0.6956524, 5e-8);
   EXPECT_NEAR(LaplaceScaleFor(40, 0.01, 1e5, 1e3), 0.05749998, 5e-9);
   // m = n: b(2T) = 2 b(T).
@@ -88,7 +92,7 @@ TEST(UniformSplit, SevenDigitsAndLinearInT) {
   }
 }
 
-// ---- §6 item 1: privacy-loss round trip. ----
+// ---- Privacy-loss round trip ((3.3) and its inverse). ----
 TEST(PrivacyLoss, RoundTrip) {
   std::mt19937_64 gen(7);
   std::uniform_real_distribution<double> u(0, 1);
@@ -107,7 +111,7 @@ TEST(PrivacyLoss, RoundTrip) {
   EXPECT_NEAR(LaplaceScaleFor(40, 0.003, 1e5, 1e5), 40 / (1e5 * 0.003), 1e-15);
 }
 
-// ---- §6 item 4: allocation shape. ----
+// ---- Allocation shape. ----
 TEST(NoiseDividing, SingleStageGeometricGrowth) {
   const StepSchedule s = NagSchedule(1, 100);
   ASSERT_OK_AND_ASSIGN(
@@ -126,7 +130,7 @@ TEST(NoiseDividing, SingleStageGeometricGrowth) {
   EXPECT_NEAR(sum, 1, 1e-12);
 }
 
-// ---- §6 item 5: optimality of Prop. 4.2 for m = n. ----
+// ---- Optimality of Prop. 4.2 for m = n. ----
 TEST(NoiseDividing, PerturbationsNeverLowerTheNoiseTerm) {
   const StepSchedule s = NagSchedule(1, 60);
   NoiseDividingOptions nd = LaplaceNd(TSelectConvention::kPaper);
@@ -159,7 +163,7 @@ TEST(NoiseDividing, PerturbationsNeverLowerTheNoiseTerm) {
   }
 }
 
-// ---- §6 item 6: T_final test vectors. ----
+// ---- T_final test vectors. ----
 struct TFinalRow {
   double c;
   int64_t t_max;
@@ -204,7 +208,8 @@ INSTANTIATE_TEST_SUITE_P(
         TFinalRow{0.1, 500, true, kRef, 89},
         TFinalRow{0.1, 1000, true, kRef, 89}));
 
-// The §2.4 / §2.6 allocation tables, to 4 significant digits.
+// The noise-dividing allocations (first and last eps_t and b_t), to 4
+// significant digits.
 struct AllocationRow {
   double c;
   double m;
@@ -251,11 +256,11 @@ INSTANTIATE_TEST_SUITE_P(
                                     0.024112, 0.14004, 0.016589},
                       AllocationRow{1, 1e5, 100, false, kPap, 100, 0.0028564,
                                     0.024112, 0.14004, 0.016589},
-                      // §2.6 MASG-opt, c = 1, m = n.
+                      // MASG-opt, c = 1, m = n.
                       AllocationRow{1, 1e5, 1000, true, kRef, 89, 0.003752,
                                     0.024988, 0.10661, 0.016007}));
 
-// ---- §6 item 7: MASG schedule. ----
+// ---- MASG schedule ((4.7) with the authors' n_1). ----
 TEST(Masg, ReferenceStages) {
   MasgOptions o;
   o.smoothness = kL;
@@ -296,8 +301,9 @@ TEST(Masg, RejectsStepScaleAboveOne) {
               dpopt::testing::StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
-// Fig. 2 of the paper (spec §2.6 table): b_t n eps / S1 = 1 / w_t with
-// mu = 1, L = 20, floor rule, K complete stages.
+// Fig. 2 of the paper (values checked against the released figure):
+// b_t n eps / S1 = 1 / w_t with mu = 1, L = 20, floor rule, K complete
+// stages.
 struct Fig2Row {
   int K;
   int64_t T;

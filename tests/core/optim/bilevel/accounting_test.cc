@@ -1,5 +1,6 @@
-// Spec/bilevel-dp-bilevel.md §3.2-3.3 and §7 T2 (noise formula, golden
-// numbers), T5 (what is charged) and T6 (privacy invariance).
+// Bilevel accounting (accounting.h): the noise formulas and known-answer
+// numbers, what is charged, and privacy invariance (public utility knobs
+// never change the charge).
 #include "core/optim/bilevel/accounting.h"
 
 #include <cmath>
@@ -33,15 +34,15 @@ PublicDatasetInfo Info(int64_t rows, int64_t dimension,
   return info;
 }
 
-TEST(ZcdpTest, GoldenRho) {  // T2
+TEST(ZcdpTest, GoldenRho) {
   const double rho = ZcdpFromEpsilonDelta(1.0, 1e-5);
   EXPECT_NEAR(rho, 0.0208199383, 1e-6 * 0.0208199383);
   EXPECT_NEAR(EpsilonFromZcdp(rho, 1e-5), 1.0, 1e-12);
 }
 
-// Spec §3.3 golden numbers: n = 1e4, epsilon 1, delta 1e-5, T = 100,
+// Known-answer numbers: n = 1e4, epsilon 1, delta 1e-5, T = 100,
 // C_out = 1, equal split, replace-one (2 C / n): sigma = 0.0169760.
-TEST(ZcdpTest, GoldenOuterSigmaFromTheJobCalibration) {  // T2
+TEST(ZcdpTest, GoldenOuterSigmaFromTheJobCalibration) {
   DpBilevelOptions o;
   o.problem.kind = ProblemKind::kQuadratic;
   o.outer_iterations = 100;
@@ -74,7 +75,7 @@ TEST(ZcdpTest, GoldenOuterSigmaFromTheJobCalibration) {  // T2
                 m.sensitivity * std::sqrt(k / (2 * rho / 300)),
                 1e-12 * m.NominalSigma(c.noise_multiplier));
   }
-  // The accounted total is within the budget (T2, last sentence).
+  // The accounted total is within the budget.
   ASSERT_OK_AND_ASSIGN(
       auto eps,
       privacy::ComputeEpsilon(c.event, 1e-5, privacy::AccountantKind::kRdp));
@@ -82,7 +83,9 @@ TEST(ZcdpTest, GoldenOuterSigmaFromTheJobCalibration) {  // T2
   EXPECT_EQ(c.relation, privacy::Relation::kReplaceOne);
 }
 
-TEST(ZcdpTest, PaperLiteralAndAdvancedCompositionNumbers) {  // T2, §3.2
+// The paper's literal per-call calibration and a corrected
+// advanced-composition split (accounting.h).
+TEST(ZcdpTest, PaperLiteralAndAdvancedCompositionNumbers) {
   EXPECT_NEAR(PaperLiteralSigma(2.0 / 10000, 1, 1e-5, 100), 0.0501276, 5e-8);
   EXPECT_NEAR(AdvancedCompositionSigma(2.0 / 10000, 1, 1e-5, 100), 0.2131023,
               5e-8);
@@ -147,7 +150,7 @@ absl::StatusOr<Calibration> CalibrateWith(const DpBilevelOptions& o,
                               Target(1, 1e-6));
 }
 
-TEST(InvarianceTest, PublicUtilityKnobsNeverChangeTheCharge) {  // T6
+TEST(InvarianceTest, PublicUtilityKnobsNeverChangeTheCharge) {
   ASSERT_OK_AND_ASSIGN(Calibration base, CalibrateWith(Base()));
   std::vector<DpBilevelOptions> variants(6, Base());
   variants[0].penalty = 40;
@@ -181,7 +184,7 @@ TEST(InvarianceTest, PublicUtilityKnobsNeverChangeTheCharge) {  // T6
   EXPECT_EQ(p40.mechanisms[2].sensitivity, p10.mechanisms[2].sensitivity);
 }
 
-TEST(InvarianceTest, ScheduleAndClipChangesMoveSigmaAsPredicted) {  // T6
+TEST(InvarianceTest, ScheduleAndClipChangesMoveSigmaAsPredicted) {
   DpBilevelOptions o = Base();
   o.calibration = CalibrationMode::kZcdpClosedForm;
   auto outer_sigma = [](const DpBilevelOptions& o, int64_t rows) {

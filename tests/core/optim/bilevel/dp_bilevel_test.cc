@@ -1,6 +1,7 @@
-// dp_bilevel (spec/bilevel-dp-bilevel.md §2.2-2.4): T1 (non-private
-// reduction), T5 (charges), T8 (output rule), T13 (mini-batch consistency),
-// T14 (reproducibility), T15 (release hygiene), S4, totality on extreme rows.
+// dp_bilevel (Kornowski 2024, Algorithms 1 and 3): the non-private
+// reduction, charges, the output rule, mini-batch consistency,
+// reproducibility, release hygiene, the non-private limit, totality on
+// extreme rows.
 #include "core/optim/bilevel/dp_bilevel.h"
 
 #include <cmath>
@@ -95,7 +96,7 @@ Eigen::MatrixXd ToMatrix(const std::vector<double>& v, int64_t dy, int64_t dx) {
 }
 
 TEST(DpBilevelTest, NaiveModeIsProjectedGdOnThePenaltyFunctionOnFamilyQ) {
-  // T1 on family Q: x_{t+1} = x_t - eta grad L*_lambda(x_t), with
+  // On family Q: x_{t+1} = x_t - eta grad L*_lambda(x_t), with
   // grad L*_lambda(x) = rho_x x + (lambda/(1+lambda)) B^T (B x + u - v).
   const int64_t dy = 3, dx = 2, n = 300;
   const Dataset data = testing::QuadraticData(n, dy, 21);
@@ -137,7 +138,7 @@ TEST(DpBilevelTest, NaiveModeIsProjectedGdOnThePenaltyFunctionOnFamilyQ) {
 }
 
 TEST(DpBilevelTest, NaiveModeOnExample31ConvergesToMinusTheMean) {
-  // T1 on Example 3.1: x_{t+1} = x_t - eta (lambda/(1+lambda)) (x_t + xi_bar).
+  // On Example 3.1: x_{t+1} = x_t - eta (lambda/(1+lambda)) (x_t + xi_bar).
   const int64_t n = 500;
   const Dataset data = testing::LeakData(n, Eigen::Vector2d(1, 0), 3);
   const Eigen::VectorXd xi_bar = testing::ColumnMean(data, 0, 2);
@@ -181,7 +182,7 @@ TEST(DpBilevelTest, NoiseOffDpModeIsThePenaltyMethodWithPracticalSolves) {
   }
 }
 
-TEST(DpBilevelTest, ChargesExactlyThePlannedReleases) {  // T5
+TEST(DpBilevelTest, ChargesExactlyThePlannedReleases) {
   const Dataset data = testing::QuadraticData(1000, 2, 4);
   DpBilevelOptions o;
   o.penalty = 10;
@@ -214,7 +215,7 @@ TEST(DpBilevelTest, ChargesExactlyThePlannedReleases) {  // T5
               StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
-TEST(DpBilevelTest, OutputRuleTakesThePointBeforeTheSmallestMove) {  // T8
+TEST(DpBilevelTest, OutputRuleTakesThePointBeforeTheSmallestMove) {
   std::vector<Eigen::VectorXd> x = {
       Eigen::Vector2d(0, 0), Eigen::Vector2d(1, 0), Eigen::Vector2d(1, 0.5),
       Eigen::Vector2d(1.5, 0.5), Eigen::Vector2d(1.5, 1.0)};
@@ -235,8 +236,8 @@ TEST(DpBilevelTest, OutputRuleTakesThePointBeforeTheSmallestMove) {  // T8
 }
 
 TEST(DpBilevelTest, FixedSeedReproducesAndQOneMinibatchIsFullBatch) {
-  // T14 and T13 (mini-batch with b = n, i.e. q = 1: every row, the same
-  // unsampled events, the same noise).
+  // Reproducibility, and mini-batch with b = n (q = 1: every row, the same
+  // unsampled events, the same noise) equals full batch.
   const Dataset data = testing::QuadraticData(300, 3, 10);
   DpBilevelOptions o;
   o.penalty = 10;
@@ -286,7 +287,7 @@ TEST(DpBilevelTest, MinibatchChargesPoissonSampledGaussians) {
   EXPECT_LT(run.calibration.noise_multiplier, fc.noise_multiplier);
 }
 
-TEST(DpBilevelTest, ReleasesOnlyTheDocumentedOutputs) {  // T15
+TEST(DpBilevelTest, ReleasesOnlyTheDocumentedOutputs) {
   const Dataset data = testing::QuadraticData(200, 2, 13);
   DpBilevelOptions o;
   o.penalty = 10;
@@ -383,7 +384,7 @@ TEST(DpBilevelTest, ZeroOuterShareOnlyWithoutPerExampleOuterVector) {
   o.penalty = 10;
   o.outer_iterations = 3;
   o.split = {0, 0.5, 0.5};
-  // Family Q's outer vector is public (spec §2.6 observation): allowed, and
+  // Family Q's outer vector is public (sensitivity 0): allowed, and
   // only two mechanisms are charged.
   ASSERT_OK_AND_ASSIGN(JobRun run, RunJob(o, data, Private(), 9));
   EXPECT_EQ(run.calibration.event.events().size(), 2u);

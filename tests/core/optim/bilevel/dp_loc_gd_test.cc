@@ -1,6 +1,6 @@
-// DP-Loc-GD (spec/bilevel-dp-bilevel.md §2.1): T7 (inner feasibility and
-// the averaging rule) and T10 (inner accuracy with the noise off), plus the
-// noisy sensitivity bound of one release (T3) through the oracle.
+// DP-Loc-GD (Kornowski 2024, Algorithm 2): inner feasibility and the
+// averaging rule, inner accuracy with the noise off, plus the sensitivity
+// bound of one release through the oracle.
 #include "core/optim/bilevel/dp_loc_gd.h"
 
 #include <cmath>
@@ -83,7 +83,7 @@ Dataset MeanData(int64_t n, int64_t d, uint64_t seed) {
                         LabelKind::kReal);
 }
 
-TEST(DpLocGdTest, NoiseOffConvergesToTheMinimiser) {  // T10
+TEST(DpLocGdTest, NoiseOffConvergesToTheMinimiser) {
   const int64_t n = 200, d = 3;
   const Dataset data = MeanData(n, d, 3);
   const Eigen::VectorXd y_star = data.dense().colwise().mean().transpose();
@@ -113,7 +113,7 @@ TEST(DpLocGdTest, NoiseOffConvergesToTheMinimiser) {  // T10
   }
 }
 
-TEST(DpLocGdTest, PaperModeFeasibilityAndAveragingRule) {  // T7
+TEST(DpLocGdTest, PaperModeFeasibilityAndAveragingRule) {
   const int64_t n = 100, d = 2;
   const Dataset data = MeanData(n, d, 5);
   SeededRandomForTesting rng(2);
@@ -157,7 +157,7 @@ TEST(DpLocGdTest, PaperModeFeasibilityAndAveragingRule) {  // T7
   EXPECT_NEAR((y - trace.round_starts[3]).norm(), 0, 0);
 }
 
-TEST(DpLocGdTest, PracticalOutputIsTheMeanOfTheLastHalf) {  // T7
+TEST(DpLocGdTest, PracticalOutputIsTheMeanOfTheLastHalf) {
   const int64_t n = 100, d = 2;
   const Dataset data = MeanData(n, d, 6);
   SeededRandomForTesting rng(3);
@@ -202,8 +202,9 @@ TEST(DpLocGdTest, PaperDefaultsFollowSpecA9) {
                        ::testing::HasSubstr("n^2")));
 }
 
-// T3: for fixed upstream values, the pre-noise sums of neighbours differ by
-// <= 2C/n (replace-one) even for adversarial records with huge values.
+// Sensitivity: for fixed upstream values, the pre-noise sums of neighbours
+// differ by <= 2C/n (replace-one) even for adversarial records with huge
+// values.
 TEST(PrivateSumOracleTest, NeighbouringSumsDifferByAtMostTheSensitivity) {
   const int64_t n = 50, d = 3;
   const Dataset base = MeanData(n, d, 9);

@@ -1,7 +1,7 @@
-// Spec/bilevel-dp-bilevel.md §7 T9: the pathwise lemma checks U1-U7 of §5
-// on family Q (closed forms of §5) with random B, random data and private
-// runs of the production code (dp_bilevel), for the box, ball and simplex
-// outer sets.
+// Pathwise checks of the lemmas of Kornowski 2024 (Lemmas 2.4, 4.4, 8.5,
+// 8.7, Prop. 4.6, Eqs. (3) and (8); the tests are named U1-U7) on family Q
+// (closed forms below) with random B, random data and private runs of the
+// production code (dp_bilevel), for the box, ball and simplex outer sets.
 #include <cmath>
 #include <random>
 #include <vector>
@@ -39,7 +39,8 @@ Vec RandomVec(int64_t d, double scale, std::mt19937_64& gen) {
 }
 
 // One family-Q instance: the production problem object (per-example and
-// public gradients as dp_bilevel uses them) and the §5 closed forms as the
+// public gradients as dp_bilevel uses them) and family Q's closed forms as
+// the
 // test oracle.
 struct Instance {
   int64_t dx, dy, n;
@@ -119,7 +120,7 @@ struct Instance {
     return -(GradYF(x, zero) + lambda * GradYG(x, zero)) / (1 + lambda);
   }
 
-  // Values of the averaged f and g (closed forms of §5).
+  // Values of the averaged f and g (closed forms).
   double F(const Vec& x, const Vec& y) const {
     double s = 0;
     for (int64_t i = 0; i < n; ++i) {
@@ -135,7 +136,7 @@ struct Instance {
     }
     return s / n;
   }
-  // L*_lambda(x) and its gradient (§5 closed form).
+  // L*_lambda(x) and its gradient (closed form).
   double PenaltyValue(const Vec& x) const {
     const Vec yl = (v_bar + lambda * (b * x + u_bar)) / (1 + lambda);
     const Vec ys = b * x + u_bar;
@@ -169,7 +170,7 @@ std::vector<ConstraintSet> OuterSets(int64_t dx) {
   return {box, ball, simplex};
 }
 
-// G_{v,eta}(x) = (x - Proj_X(x - eta v)) / eta (§1.3).
+// G_{v,eta}(x) = (x - Proj_X(x - eta v)) / eta (the gradient mapping).
 Vec GradientMapping(const ConstraintSet& set, const Vec& x, const Vec& v,
                     double eta) {
   Vec p = x - eta * v;
@@ -187,7 +188,7 @@ TEST(LemmaTest, U1PenaltyMinimiserIsCloseToTheLowerMinimiser) {
       const Vec x = RandomVec(q.dx, 2.0, gen);
       const Vec ys = q.YStar(x);
       const Vec yl = q.YLambda(x);
-      // The production gradients give the §5 closed forms.
+      // The production gradients give the closed forms.
       EXPECT_LT((ys - (q.b * x + q.u_bar)).norm(), kTol);
       EXPECT_LT(
           (yl - (q.v_bar + q.lambda * (q.b * x + q.u_bar)) / (1 + q.lambda))
@@ -254,7 +255,7 @@ TEST(LemmaTest, U3ToU6HoldOnEveryIterationOfPrivateRuns) {
     const Instance q(3, 3, 300, seed);
     const double l = q.PenaltySmoothness();
     const double eta = 1 / (2 * l);  // Prop. 4.6
-    // L1^f = max(1, rho_x), L1^g = 1 + ||B||^2 (§5 constants).
+    // L1^f = max(1, rho_x), L1^g = 1 + ||B||^2 (family Q's constants).
     const double l1f = std::max(1.0, q.rho_x);
     const double b_norm =
         Eigen::JacobiSVD<Eigen::MatrixXd>(q.b).singularValues()(0);
@@ -266,7 +267,7 @@ TEST(LemmaTest, U3ToU6HoldOnEveryIterationOfPrivateRuns) {
         const Vec& x = tr.x[t];
         const Vec& x_next = tr.x[t + 1];
         const Vec& g_noisy = tr.gradient[t];
-        // U3 (Lemma 4.4, proof form), g_t the noise-free direction at the
+        // Lemma 4.4 (proof form), g_t the noise-free direction at the
         // released inner estimates.
         const Vec g_t = q.Outer(x, tr.y_lambda[t], tr.y[t]);
         const Vec grad = q.PenaltyGrad(x);
@@ -274,21 +275,21 @@ TEST(LemmaTest, U3ToU6HoldOnEveryIterationOfPrivateRuns) {
             (g_t - grad).norm(),
             (l1f + q.lambda * l1g) * (tr.y_lambda[t] - q.YLambda(x)).norm() +
                 q.lambda * l1g * (tr.y[t] - q.YStar(x)).norm() + kTol)
-            << "U3 t=" << t;
-        // U4 (Lemma 8.7): <g~_t, rho_t> >= ||rho_t||^2.
+            << "Lemma 4.4 t=" << t;
+        // Lemma 8.7: <g~_t, rho_t> >= ||rho_t||^2.
         const Vec rho = (x - x_next) / eta;
         EXPECT_GE(g_noisy.dot(rho),
                   rho.squaredNorm() - kTol * (1 + rho.squaredNorm()))
-            << "U4 t=" << t;
-        // U5 (Prop. 4.6 descent step) with delta_t = g~_t - grad h(x_t).
+            << "Lemma 8.7 t=" << t;
+        // Prop. 4.6's descent step with delta_t = g~_t - grad h(x_t).
         const Vec delta = g_noisy - grad;
         EXPECT_LE(rho.squaredNorm() - 2 * delta.norm() * rho.norm(),
                   4 * l * (q.PenaltyValue(x) - q.PenaltyValue(x_next)) + 1e-8)
-            << "U5 t=" << t;
-        // U6 (Eq. (8)): ||G_{h,eta}(x_t)|| <= ||rho_t|| + ||delta_t||.
+            << "Prop. 4.6 t=" << t;
+        // Eq. (8): ||G_{h,eta}(x_t)|| <= ||rho_t|| + ||delta_t||.
         EXPECT_LE(GradientMapping(set, x, grad, eta).norm(),
                   rho.norm() + delta.norm() + kTol)
-            << "U6 t=" << t;
+            << "Eq. (8) t=" << t;
         // The iterates stay in X.
         EXPECT_TRUE(set.Contains(x_next, 1e-9));
       }

@@ -1,5 +1,5 @@
-// Spec/bilevel-dp-bilevel.md §2.0 (P2 clipping, P3 projections): T4, T17
-// and U7 of §7.
+// Bilevel primitives: clipping (bounded norms, short vectors unchanged),
+// projections (the variational inequality) and Lemma 2.4 of Kornowski 2024.
 #include "core/optim/bilevel/primitives.h"
 
 #include <cmath>
@@ -23,7 +23,7 @@ Eigen::VectorXd Gaussian(std::mt19937_64& gen, int d, double scale) {
   return v;
 }
 
-TEST(SafeClipTest, ClippedNormsAreBoundedAndShortVectorsUnchanged) {  // T4
+TEST(SafeClipTest, ClippedNormsAreBoundedAndShortVectorsUnchanged) {
   std::mt19937_64 gen(1);
   for (int trial = 0; trial < 1000; ++trial) {
     const double c = 0.1 + trial % 7;
@@ -61,7 +61,7 @@ TEST(SafeClipTest, TotalOnExtremeFiniteAndNonFiniteInput) {
   EXPECT_NEAR(SafeNorm(Eigen::Vector2d(3e300, 4e300)), 5e300, 1e286);
 }
 
-// Variational inequality <z - P(z), u - P(z)> <= 0 for u in X (T17).
+// Variational inequality <z - P(z), u - P(z)> <= 0 for u in X.
 void ExpectProjection(const ConstraintSet& set, int d, std::mt19937_64& gen,
                       const std::function<Eigen::VectorXd()>& member) {
   ASSERT_OK(set.Validate(d));
@@ -134,7 +134,7 @@ TEST(ProjectionTest, SimplexKnownAnswer) {
   EXPECT_NEAR(z.sum(), 1, 1e-15);
 }
 
-// Lemma 2.4 (U7): ||G_{v,eta}(x) - G_{w,eta}(x)|| <= ||v - w||.
+// Lemma 2.4: ||G_{v,eta}(x) - G_{w,eta}(x)|| <= ||v - w||.
 TEST(ProjectionTest, GradientMappingIsNonExpansive) {
   std::mt19937_64 gen(11);
   std::vector<ConstraintSet> sets(3);

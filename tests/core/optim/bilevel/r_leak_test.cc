@@ -1,8 +1,8 @@
-// Regression test R-LEAK (spec/bilevel-dp-bilevel.md §4, §7 T11): on
-// Example 3.1 the naive penalty method reconstructs a record exactly,
-// while Algorithm 1 passes the empirical auditor (core/audit) and the
-// analytic Gaussian audit, also with no outer noise (w_out = 0), which
-// shows that the privacy comes from the noised inner solves.
+// Regression test R-LEAK (Kornowski 2024, Sec. 3: privacy can leak from the
+// lower to the upper level): on Example 3.1 the naive penalty method
+// reconstructs a record exactly, while Algorithm 1 passes the empirical auditor
+// (core/audit) and the analytic Gaussian audit, also with no outer noise
+// (w_out = 0), which shows that the privacy comes from the noised inner solves.
 #include <cmath>
 #include <cstdio>
 

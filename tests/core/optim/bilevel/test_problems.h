@@ -1,5 +1,5 @@
 // Test data for the bilevel unit tests: family Q rows (u_i, v_i) in the
-// unit ball (spec §5) and Example 3.1 rows (spec §4 R-LEAK).
+// unit ball and Example 3.1 rows (r_leak_test.cc).
 #ifndef DPOPT_TESTS_CORE_OPTIM_BILEVEL_TEST_PROBLEMS_H_
 #define DPOPT_TESTS_CORE_OPTIM_BILEVEL_TEST_PROBLEMS_H_
 

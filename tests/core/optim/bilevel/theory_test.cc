@@ -1,4 +1,5 @@
-// Spec/bilevel-dp-bilevel.md §7 T16: the theory calculator of §2.7(a).
+// The theory calculator of bilevel family (theory.h): lambda >= lambda_min,
+// alpha <= alpha_max, T and eta by its formulas, infeasible n rejected.
 #include "core/optim/bilevel/theory.h"
 
 #include <cmath>

@@ -1,6 +1,6 @@
-// Private regularization tuning (spec/bilevel-dp-bilevel.md §2.6) and the
-// DP grid search baseline: T12 (sign and closed form of the weight update,
-// zero outer sensitivity), the server-side split, charges, release hygiene,
+// Private regularization tuning (Kornowski 2024, Sec. 7, sign corrected) and
+// the DP grid search baseline: the sign and closed form of the weight update,
+// zero outer sensitivity, the server-side split, charges, release hygiene,
 // totality on extreme rows.
 #include "core/optim/bilevel/tuning.h"
 
@@ -12,9 +12,9 @@
 
 #include "core/common/status_macros.h"
 #include "core/noise/testing/seeded_random.h"
-#include "core/optim/objective.h"
 #include "core/optim/bilevel/dp_tune.h"
 #include "core/optim/bilevel/grid_search.h"
+#include "core/optim/objective.h"
 #include "core/optim/testing/noise_off.h"
 #include "core/privacy/accountant.h"
 #include "gmock/gmock.h"
@@ -138,7 +138,7 @@ DpTuneOptions RidgeTune() {
   return o;
 }
 
-TEST(DpTuneTest, NoiseFreeUpdateDescendsTheValidationLoss) {  // T12
+TEST(DpTuneTest, NoiseFreeUpdateDescendsTheValidationLoss) {
   const Dataset data = RidgeData(80, 6, 2.0, 3);
   const DpTuneOptions o = RidgeTune();
   ASSERT_OK_AND_ASSIGN(auto algorithm, NewDpTune(o));
@@ -165,7 +165,7 @@ TEST(DpTuneTest, NoiseFreeUpdateDescendsTheValidationLoss) {  // T12
   ASSERT_LT(dfdw, 0) << "the data should prefer more regularization";
   const double direction = trace.directions[0][0];
   // lambda (R(theta^lam) - R(theta)) -> dF/domega with the same sign and
-  // O(1/lambda) error (spec §2.6 step 3).
+  // O(1/lambda) error.
   EXPECT_LT(direction, 0);
   EXPECT_NEAR(direction, dfdw, 0.05 * std::abs(dfdw));
   // The noise-free update increases omega: omega_1 = Proj(omega_0 - eta d).
@@ -173,7 +173,8 @@ TEST(DpTuneTest, NoiseFreeUpdateDescendsTheValidationLoss) {  // T12
   EXPECT_GT(trace.weights[1][0], w0);
 }
 
-TEST(DpTuneTest, PaperSignWouldAscend) {  // T12 (the [FIX] matters)
+// The sign correction matters.
+TEST(DpTuneTest, PaperSignWouldAscend) {
   // Along the released direction, F decreases for the corrected update and
   // increases for the paper's printed sign.
   const Dataset data = RidgeData(80, 6, 2.0, 3);

@@ -1,4 +1,4 @@
-// Spec distributed-DDA §3 and §7 properties 6-8 and 19: the chargeable modes
+// Distributed-DDA accounting (accounting.h): the chargeable modes
 // (visible activation, WBK under replace-one, per-node Poisson sampling
 // under add/remove), paper mode's formula and flags, calibration tightness
 // and monotonicity, and determinism of whole runs.
@@ -101,7 +101,7 @@ TEST(DdaAccountingTest, AutoPicksTheDatasetsRelationAndChargesKActivations) {
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("add/remove")));
 }
 
-// Property 7 for the chargeable modes: the calibrated z meets the target
+// Calibration of the chargeable modes: the calibrated z meets the target
 // and 0.99 z does not; z is non-increasing in epsilon and q, non-decreasing
 // in T and iota (through K).
 TEST(DdaAccountingTest, CalibrationIsTightAndMonotone) {
@@ -147,9 +147,10 @@ TEST(DdaAccountingTest, CalibrationIsTightAndMonotone) {
   }
 }
 
-// Property 6 (formula) and the paper mode's flags (property 7, last part).
+// The paper's sigma formula (Theorem 1) and the paper mode's flags.
 TEST(DdaAccountingTest, PaperModeFormulaAndFlags) {
-  // Table 3.4a: q = 20000, iota = 0.1, T = 600000, eps = 0.8 -> 0.0630.
+  // The paper's epsilon dataset (q = 20000), iota = 0.1, T = 600000 (3
+  // epochs of q / iota steps), eps = 0.8 -> 0.0630.
   EXPECT_NEAR(PaperSigma(0.8, 0.01, 600000, 0.1, 1, 20000), 0.0630, 5e-5);
   const double s = PaperSigma(0.4, 0.01, 1000, 0.2, 2, 50);
   EXPECT_NEAR(s, 0.2 * 2 / (50 * 0.4) * std::sqrt(32 * 1000 * std::log(200)),
@@ -205,7 +206,7 @@ TEST(DdaAccountingTest, RejectsImpossibleSetups) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("gamma")));
 }
 
-// Property 19 (single process): the same public seed and secret seeds give
+// Determinism (single process): the same public seed and secret seeds give
 // bitwise identical traces and models; the split and the model change with
 // the secret seed.
 TEST(DpDdaRunTest, DeterministicUnderSeedsAndReleasesOnlyPostProcessing) {

@@ -1,8 +1,10 @@
-// Spec distributed-DDA §7: the per-node code and the engine (properties 4, 5, 9-18,
-// 19, 20), the reduction to the classical distributed dual averaging of
+// Distributed DDA (Liu, Johansson & Shi 2023, Algorithm 1): the per-node code
+// and the engine (conservation, frozen inactive nodes, clipping, noise, the
+// primal map, rates, consensus, unbiasedness, determinism, synchronous
+// semantics), the reduction to the classical distributed dual averaging of
 // Duchi, Agarwal & Wainwright with noise off (all three losses), and its
-// known rates. (Property 22, the indicator regularizer, does not apply: the
-// job type offers the l1/l2 maps of the issue, not constraint sets.)
+// known rates. (An indicator regularizer is not tested: the job type offers
+// the l1/l2 maps only, not constraint sets.)
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -45,7 +47,7 @@ NodeParams Params(double iota, const ModelConfig& m, int64_t dim,
 
 Graph Complete(int n) { return *Graph::Build(n, GraphOptions(), 1); }
 
-// Property 10 and 11: the closed-form primal map.
+// The closed-form primal map (eq. (6)) and the initial point.
 TEST(PrimalMapTest, OptimalityConditionsAndLipschitz) {
   noise::testing::SeededRandomForTesting rng(3);
   for (int trial = 0; trial < 200; ++trial) {
@@ -92,7 +94,7 @@ TEST(ScheduleTest, WeightsAndWellPosedness) {
   EXPECT_OK(bad.CheckWellPosed(Regularizer{0.1, 0}, 0.1));
 }
 
-// Property 12: with iota = 1, every node active, a fixed W, a_t = 1, no noise
+// With iota = 1, every node active, a fixed W, a_t = 1, no noise
 // and the same samples (b = q: every row), the iterates are exactly those of
 // an independent implementation of Duchi et al.'s DDA, for each of the three
 // losses (logistic, hinge SVM, least squares):
@@ -137,7 +139,7 @@ TEST(DdaReductionTest, NoiseOffEqualsClassicalDistributedDualAveraging) {
       return x;
     };
     // (1/q) sum of the per-example (sub)gradients of node i's rows; the
-    // hinge takes 0 at the kink (spec §2.7).
+    // hinge takes 0 at the kink.
     auto grad = [&](int i, const Eigen::VectorXd& x) {
       Eigen::VectorXd g = Eigen::VectorXd::Zero(m);
       for (int r = 0; r < q; ++r) {
@@ -182,7 +184,7 @@ TEST(DdaReductionTest, NoiseOffEqualsClassicalDistributedDualAveraging) {
   }
 }
 
-// A logistic problem of the spec's small-scale recipe: n = 8 on K_8 with
+// A small logistic problem: n = 8 on K_8 with
 // one random edge per step, q = 50, m = 5, unit-norm rows (L = 1).
 struct SmallProblem {
   int n = 8, q = 50, m = 5;
@@ -195,8 +197,8 @@ struct SmallProblem {
   double beta = std::sqrt(6.0 / 7);
 };
 
-// Properties 4, 5 and 16 (and 9 with clipping active): conservation of the
-// dual sum, frozen inactive nodes, streaming average = batch average.
+// Conservation of the dual sum, frozen inactive nodes, streaming
+// average = batch average (and clipping, with clipping active).
 TEST(DdaEngineTest, ConservationFrozenInactiveAndStreamingAverage) {
   SmallProblem p;
   for (bool literal : {false, true}) {
@@ -223,7 +225,7 @@ TEST(DdaEngineTest, ConservationFrozenInactiveAndStreamingAverage) {
         for (int i : step.active) {
           active[i] = 1;
           zeta_sum += net.nodes[i]->last_zeta();
-          // Property 9 (noise on: ||zeta|| is not bounded, but the clipped
+          // Clipping (noise on: ||zeta|| is not bounded, but the clipped
           // part is; checked with noise off below).
         }
         for (int i = 0; i < p.n; ++i) {
@@ -258,7 +260,7 @@ TEST(DdaEngineTest, ConservationFrozenInactiveAndStreamingAverage) {
   }
 }
 
-// Property 9: with noise off every released direction is a clipped sum:
+// With noise off every released direction is a clipped sum:
 // ||zeta|| <= L (b = 1), so two samples' directions differ by <= 2L.
 TEST(DdaNodeTest, DirectionsAreClipped) {
   const ModelConfig model = Logistic(0.1);
@@ -267,7 +269,8 @@ TEST(DdaNodeTest, DirectionsAreClipped) {
   params.plan = *noise::PlanGaussian(1.0, 1, 6);
   auto objective = *Objective::Create(model, 6);
   DdaNode node(0, big, objective.get(), &params,
-               optim::distributed_dda::testing::SeededNodeRandom(1, 0), &NoNoise());
+               optim::distributed_dda::testing::SeededNodeRandom(1, 0),
+               &NoNoise());
   node.Init(1, 1);
   Eigen::VectorXd msg, prev;
   for (int k = 0; k < 500; ++k) {
@@ -278,7 +281,7 @@ TEST(DdaNodeTest, DirectionsAreClipped) {
   }
 }
 
-// Property 6 (empirical part): the noise of a node's direction has mean 0,
+// The noise of a node's direction has mean 0,
 // the planned standard deviation (within 0.5% over 10^6 coordinates), and is
 // uncorrelated across nodes and iterations.
 TEST(DdaNodeTest, NoiseHasThePlannedLawAndIsIndependent) {
@@ -298,9 +301,11 @@ TEST(DdaNodeTest, NoiseHasThePlannedLawAndIsIndependent) {
   params.h = Regularizer{0.1, 0};
   auto objective = *Objective::Create(model, 100);
   DdaNode a(0, zeros, objective.get(), &params,
-            optim::distributed_dda::testing::SeededNodeRandom(8, 0), &SecureNoise());
+            optim::distributed_dda::testing::SeededNodeRandom(8, 0),
+            &SecureNoise());
   DdaNode b(1, zeros, objective.get(), &params,
-            optim::distributed_dda::testing::SeededNodeRandom(8, 1), &SecureNoise());
+            optim::distributed_dda::testing::SeededNodeRandom(8, 1),
+            &SecureNoise());
   a.Init(1, 1);
   b.Init(1, 1);
   const int calls = 10000;
@@ -324,7 +329,7 @@ TEST(DdaNodeTest, NoiseHasThePlannedLawAndIsIndependent) {
   EXPECT_NEAR(cross_time / count / (sd * sd), 0, 5 / std::sqrt(count));
 }
 
-// Property 13: noiseless, strongly convex (a_t = t, gamma_t = 0, mu > 0):
+// Noiseless, strongly convex (a_t = t, gamma_t = 0, mu > 0):
 // (1/n) sum_i ||x~_i^(t) - x*||^2 decays like 1/t (fitted slope <= -0.8
 // over t in [10^3, 10^5], mean over 20 seeds) and stays below
 // Corollary 3.2's bound.
@@ -384,7 +389,7 @@ TEST(DdaRateTest, NoiselessStronglyConvexRate) {
   }
 }
 
-// Property 18: noise-floor scaling. Strongly convex (a_t = t, gamma_t = 0,
+// Noise-floor scaling. Strongly convex (a_t = t, gamma_t = 0,
 // mu > 0) with a fixed sigma, at a T where the noise dominates the
 // optimisation error: F(x_bar) - F* grows like sigma^2 (Theorem 2's sigma^2
 // term 2 m sigma^2 / (mu (T + 1))), so doubling sigma multiplies it by 3-5.
@@ -421,8 +426,9 @@ TEST(DdaRateTest, NoiseFloorGrowsLikeSigmaSquared) {
   EXPECT_LE(g2 / g1, 5);
 }
 
-// Properties 14 and 15: general convex (a_t = 1, gamma_t = gamma sqrt(t),
-// l1 regularizer): F(y~^(t)) - F* below the corrected (11), the consensus
+// General convex (a_t = 1, gamma_t = gamma sqrt(t), l1 regularizer):
+// F(y~^(t)) - F* below Corollary 3.4's bound as corrected,
+// (gamma^2 d(x*) + 2 iota M) / (iota gamma sqrt(t)), the consensus
 // error below 2 L sqrt(iota) / (gamma (1 - beta) sqrt(t)), and Lemma 4.5's
 // bound on (1/n) sum ||x_i - y|| at every checkpoint, with and without
 // noise (expectations estimated over 10 seeds).
@@ -493,7 +499,7 @@ TEST(DdaRateTest, GeneralConvexRateAndConsensus) {
   }
 }
 
-// Property 17: at a fixed common x (here x = 0 before any mixing) the mean
+// At a fixed common x (here x = 0 before any mixing) the mean
 // of (1/n) sum_{j in S_t} g_j is iota * grad f(x).
 TEST(DdaNodeTest, SampledDirectionIsUnbiased) {
   SmallProblem p;
@@ -528,7 +534,7 @@ TEST(DdaNodeTest, SampledDirectionIsUnbiased) {
   }
 }
 
-// Property 20: processing the active nodes in another order (here reversed,
+// Processing the active nodes in another order (here reversed,
 // by hand through the per-node API) gives bitwise the engine's result.
 TEST(DdaEngineTest, SynchronousSemantics) {
   SmallProblem p;

@@ -1,4 +1,4 @@
-// Spec distributed-DDA §7 properties 1-3: doubly stochastic gossip, the mixing
+// Distributed-DDA gossip (gossip.h): doubly stochastic gossip, the mixing
 // constant beta on K_20, activation statistics; plus the base graphs and
 // the public stream.
 #include "core/optim/distributed_dda/gossip.h"
@@ -60,7 +60,7 @@ TEST(GraphTest, KindsAreConnectedWithTheExpectedEdges) {
               testing::StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
-// Property 1 for every mode on several graphs.
+// Doubly stochastic, local gossip for every mode on several graphs.
 TEST(GossipTest, EverySampledMatrixIsDoublyStochasticAndLocal) {
   struct Case {
     GraphKind graph;
@@ -111,7 +111,7 @@ TEST(GossipTest, EverySampledMatrixIsDoublyStochasticAndLocal) {
   }
 }
 
-// Property 2: beta = sqrt(rho(E[W^T W] - 11^T / n)) on K_20, 10^6 draws.
+// Mixing constant: beta = sqrt(rho(E[W^T W] - 11^T / n)) on K_20, 10^6 draws.
 double MonteCarloBeta(int edges, int64_t draws) {
   const int n = 20;
   const Graph graph = Build(n, GraphKind::kComplete);
@@ -149,7 +149,7 @@ TEST(GossipTest, MixingConstantOnK20MatchesTheSpec) {
   EXPECT_NEAR(MonteCarloBeta(2, 1'000'000), 0.948258, 1e-3);
 }
 
-// Property 3: sizes and frequencies of the active sets, independence over t.
+// Sizes and frequencies of the active sets, independence over t.
 TEST(GossipTest, ActivationStatistics) {
   const int n = 20;
   const Graph graph = Build(n, GraphKind::kComplete);

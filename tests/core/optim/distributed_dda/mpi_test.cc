@@ -1,4 +1,4 @@
-// dp_dda on MPI (distributed-DDA family, spec §6.2 and §7 property 19): with the test-only
+// dp_dda on MPI (distributed-DDA family): with the test-only
 // seeded generators, a simulated run and the same run on 4 MPI ranks
 // (mpirun -np 4 --oversubscribe) give bitwise identical traces, models and
 // node models, in both chargeable modes and on dense and sparse data; a

@@ -1,5 +1,5 @@
-// Spec §5 items 16-20: CHEB decision table, angle average, eta0 schedule,
-// clip decay.
+// CHEB's decision table (Chen & Lee 2022, Alg. 3), the angle average
+// (eq. (7)), the eta0 schedule, clip decay, and budgets that never decrease.
 #include "core/optim/line_search/cheb.h"
 
 #include <cmath>

@@ -1,21 +1,23 @@
-// Spec §5 items 6, 7 and 22 through line-search family's own data accesses: the loss
-// clip of the line-search query (paper Alg. 1 line 7, objective clipping of
-// §1.5), the gradient release of DP-BLSGD / DP-BLGD (paper Alg. 2 lines 5-6,
-// §1.5 Gaussian mechanism, normaliser m of §6 A3 / G3) and the fresh Poisson
-// batch of every line search (§3.4 G2). The shared oracle's clipping and
-// sampling are also tested in tests/core/optim/dp_sgd_test.cc and
-// poisson_sampler_test.cc; these tests check what line-search family builds on top.
+// Clipping, gradient noise, the public normaliser and Poisson sampling
+// through line-search family's own data accesses: the loss clip of the
+// line-search query (Chen & Lee 2022, Alg. 1 line 7, with objective
+// clipping), the gradient release of DP-BLSGD / DP-BLGD (paper Alg. 2 lines
+// 5-6: the Gaussian mechanism, divided by the public m rather than |B|) and
+// the fresh Poisson batch of every line search. The shared oracle's clipping
+// and sampling are also tested in tests/core/optim/dp_sgd_test.cc and
+// poisson_sampler_test.cc; these tests check what line-search family builds
+// on top.
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "core/noise/testing/seeded_random.h"
 #include "core/noise/vector_mechanisms.h"
-#include "core/optim/objective.h"
-#include "core/optim/private_oracle.h"
 #include "core/optim/line_search/dp_line_search.h"
 #include "core/optim/line_search/svt_line_search.h"
 #include "core/optim/line_search/testing/no_svt_noise.h"
+#include "core/optim/objective.h"
+#include "core/optim/private_oracle.h"
 #include "core/optim/testing/noise_off.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -75,7 +77,7 @@ PrivacyTarget Target(double epsilon) {
   return t;
 }
 
-// Spec §5 item 6 (clipped loss in [0, C_obj]; §1.5): each term of the
+// Clipped loss in [0, C_obj]: each term of the
 // line-search objective lies in [0, C_obj] and equals the loss wherever the
 // loss is at most C_obj (the clip is the identity there).
 TEST(ClippedLossTest, EachTermInZeroClipAndIdentityBelow) {
@@ -121,8 +123,8 @@ TEST(ClippedLossTest, EachTermInZeroClipAndIdentityBelow) {
   }
 }
 
-// Spec §5 item 7, first half (§1.5; §2.10 "noise std on the sum =
-// C_grad / eps_iter" with rho_grad = eps_iter^2 / 2): the per-coordinate std
+// Gradient noise (the paper's setting: noise std on the sum
+// C_grad / eps_iter with rho_grad = eps_iter^2 / 2): the per-coordinate std
 // of the noise on the released sum is C_grad / sqrt(2 rho_grad). Every row
 // has x = 0, so every per-example logistic gradient is 0 and the release at
 // w0 = 0 is noise / m; an always-accepting search moves to w1 = -eta0 g~.
@@ -175,8 +177,8 @@ TEST(GradientReleaseTest, NoiseStdOnTheSumIsClipOverSqrtTwoRho) {
   EXPECT_NEAR(std::sqrt(sum_sq / count), plan.sigma, 0.03 * plan.sigma);
 }
 
-// Spec §5 item 7, second half (§6 A3, §3.4 G3): the released g~ divides by
-// the public m = q n, never by |B|. With noise off and identical rows, the
+// The released g~ divides by the public m = q n, never by |B| (which would
+// reveal the batch size). With noise off and identical rows, the
 // first step is w1 = -eta0 |B| c / m for the common gradient c, so
 // |B| = -w1 m / (eta0 c) must come out as an integer that varies between
 // batches. With n = 995 and q = 0.1, m = 99.5: a |B| normaliser would give
@@ -220,7 +222,7 @@ TEST(GradientReleaseTest, NormalisesByPublicExpectedBatchSize) {
             *std::max_element(sizes.begin(), sizes.end()));
 }
 
-// Spec §5 items 6 and 7 for DP-BLGD (q = 1): noise off, the first step is
+// Clipping and normaliser for DP-BLGD (q = 1): noise off, the first step is
 // -eta0 (sum_i clip(grad_i, C_grad)) / n_public, with the curator-declared
 // row count (here larger than the stored rows), never the stored count.
 TEST(GradientReleaseTest, FullBatchClipsEachExampleAndUsesPublicRows) {
@@ -263,10 +265,10 @@ TEST(GradientReleaseTest, FullBatchClipsEachExampleAndUsesPublicRows) {
       << rec.w1.transpose() << " vs " << expected.transpose();
 }
 
-// Spec §5 item 7 for the line search's own use of m (§2.1 step 5b: Armijo
-// term c_A eta m ||g||^2 and m R): with q = 1 on 8 stored rows and a public
-// count of 40, noise off, NOISYBTLS returns exactly the first Armijo step
-// under m = q n_public; the |B| = 8 answer is different.
+// The line search's own use of m (Armijo term c_A eta m ||g||^2 and m R): with
+// q = 1 on 8 stored rows and a public count of 40, noise off, NOISYBTLS returns
+// exactly the first Armijo step under m = q n_public; the |B| = 8 answer is
+// different.
 TEST(LineSearchNormaliserTest, ArmijoTermUsesPublicM) {
   std::mt19937_64 gen(12);
   std::normal_distribution<double> normal;
@@ -295,7 +297,7 @@ TEST(LineSearchNormaliserTest, ArmijoTermUsesPublicM) {
   const double clip = 1.0;
   std::vector<int64_t> all(stored);
   for (int64_t i = 0; i < stored; ++i) all[i] = i;
-  // First Armijo step for normaliser mm, computed directly (§2.1 5b).
+  // First Armijo step for normaliser mm, computed directly.
   auto first_step = [&](double mm) {
     const double f0 = ClippedBatchObjective(*objective, data, all, clip, mm, w);
     double eta = ls.initial_step;
@@ -321,15 +323,15 @@ TEST(LineSearchNormaliserTest, ArmijoTermUsesPublicM) {
   EXPECT_DOUBLE_EQ(r.step, expected);
 }
 
-// Spec §5 item 22 (Poisson sampling; §3.4 G2, §6 A19) for the line search's
-// own fresh batch. One row, noise off, one candidate: the query is about +1
-// when the row is in the batch and -c_A eta m ||g||^2 < 0 when the batch is
-// empty, so each search answers "above" iff the row was sampled. Over
-// N = 40000 searches the acceptance rate must be q +- 3 sqrt(q (1-q) / N)
-// (the spec's bound; false alarm 0.27% for a fresh seed), and the empty
-// batches (about (1-q) N of them) are handled: a released "fail", no error.
-// The gradient release on the same one-row data is exactly 0 on an empty
-// batch with noise off (the release is noise only), c / m otherwise.
+// Poisson sampling for the line search's own fresh batch. One row, noise off,
+// one candidate: the query is about +1 when the row is in the batch and
+// -c_A eta m ||g||^2 < 0 when the batch is empty, so each search answers
+// "above" iff the row was sampled. Over N = 40000 searches the acceptance
+// rate must be q +- 3 sqrt(q (1-q) / N) (false alarm 0.27% for a fresh
+// seed), and the empty batches (about (1-q) N of them) are handled: a released
+// "fail", no error. The gradient release on the same one-row data is exactly 0
+// on an empty batch with noise off (the release is noise only), c / m
+// otherwise.
 TEST(PoissonBatchTest, LineSearchInclusionRateAndEmptyBatches) {
   Eigen::MatrixXd x(1, 1);
   x << 1;

@@ -1,5 +1,6 @@
-// DP-BLSGD / DP-BLSGD-AC / DP-BLGD end to end (spec §5 items 12, 14, 19-21,
-// 23, 24).
+// DP-BLSGD / DP-BLSGD-AC / DP-BLGD end to end: the job filter never exceeds
+// the reservation, one charge per access, clip decay, termination,
+// determinism, and the noise-off limit (Armijo gradient descent).
 #include "core/optim/line_search/dp_line_search.h"
 
 #include <cmath>
@@ -8,9 +9,9 @@
 #include <vector>
 
 #include "core/noise/testing/seeded_random.h"
-#include "core/optim/objective.h"
 #include "core/optim/line_search/job_filter.h"
 #include "core/optim/line_search/testing/no_svt_noise.h"
+#include "core/optim/objective.h"
 #include "core/optim/testing/noise_off.h"
 #include "core/privacy/accountant.h"
 #include "core/privacy/rdp.h"
@@ -190,7 +191,7 @@ TEST(DpLineSearchTest, RejectsBadSetups) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
-// Spec §5 item 24: q = 1, noise off: DP-BLGD is Armijo gradient descent and
+// q = 1, noise off: DP-BLGD is Armijo gradient descent and
 // the objective never increases; w changes only on accepted steps.
 TEST(DpLineSearchTest, NoiseOffFullBatchIsMonotoneArmijoDescent) {
   Dataset d = Blobs(400, 2);
@@ -221,7 +222,7 @@ TEST(DpLineSearchTest, NoiseOffFullBatchIsMonotoneArmijoDescent) {
   EXPECT_GT(obj->Accuracy(d, r.model.weights), 0.9);
 }
 
-// Spec §5 items 12, 14, 21 with an adversarial line search: every search
+// Budget, charges and termination with an adversarial line search: every search
 // fails, CHEB runs every time on real (seeded) gradient noise, the run ends
 // by exhausting the job filter, never above the reservation, and w stays 0.
 TEST(DpLineSearchTest, AdversarialSearchesExhaustTheReservationCleanly) {
@@ -259,7 +260,7 @@ TEST(DpLineSearchTest, AdversarialSearchesExhaustTheReservationCleanly) {
   }
 }
 
-// Spec §5 item 23: a fixed seed gives a bit-identical model and spend; and
+// A fixed seed gives a bit-identical model and spend; and
 // the subsampled variants learn on an easy problem.
 TEST(DpLineSearchTest, SubsampledRunIsDeterministicAndLearns) {
   Dataset d = Blobs(4000, 6);
@@ -287,7 +288,8 @@ TEST(DpLineSearchTest, SubsampledRunIsDeterministicAndLearns) {
   }
 }
 
-// ---- Gaussian line search (spec §2.1 Gaussian NOISYBTLS, §3.5 SOUND). ----
+// ---- Gaussian line search (the paper's Gaussian NOISYBTLS, charged by
+// Zhu & Wang 2020, Thm 8). ----
 
 DpLineSearchOptions GaussianOptions(Variant v, double q) {
   DpLineSearchOptions o = Options(v, q);
@@ -339,7 +341,7 @@ TEST(DpLineSearchGaussianTest, CalibrationMeetsTheTarget) {
   }
 }
 
-// Spec §5 item 24 with the Gaussian search: q = 1, noise off, DP-BLGD is
+// With the Gaussian search: q = 1, noise off, DP-BLGD is
 // exact Armijo gradient descent.
 TEST(DpLineSearchGaussianTest, NoiseOffFullBatchIsMonotoneArmijoDescent) {
   Dataset d = Blobs(400, 2);
@@ -373,7 +375,7 @@ TEST(DpLineSearchGaussianTest, NoiseOffFullBatchIsMonotoneArmijoDescent) {
   EXPECT_GT(obj->Accuracy(d, r.model.weights), 0.9);
 }
 
-// Spec §5 items 12, 14, 21 with the Gaussian search, adversarially failing:
+// The Gaussian search, adversarially failing:
 // CHEB raises rho_g or rho_BT, the job filter stops the run, and the spend
 // stays within the reservation at every ledger order.
 TEST(DpLineSearchGaussianTest, AdversarialSearchesStayWithinReservation) {

@@ -1,5 +1,5 @@
-// Job-internal filter: spec §5 items 12-14 at job level, and CHEB driven
-// adversarially against it.
+// Job-internal filter: never over budget, refusals without side effects,
+// one charge per access, and CHEB driven adversarially against it.
 #include "core/optim/line_search/job_filter.h"
 
 #include <cmath>
@@ -73,7 +73,7 @@ TEST(JobPrivacyFilterTest, RefusalChangesNothing) {
 // always takes the most expensive branch sequence it can (alternating
 // raises of rho_grad and eps_BT by 1.3). The filter must stop the job with
 // the spend inside the reservation at every order, and the composition of
-// what was charged must replay to the same curve (spec §5 item 14).
+// what was charged must replay to the same curve.
 TEST(JobPrivacyFilterTest, AdversarialChebNeverOverspends) {
   const double epsilon = 0.8, delta = 1e-8, q = 0.1;
   const double rho0 = 2e-3, eps0 = std::sqrt(2 * rho0);
@@ -140,9 +140,9 @@ TEST(JobPrivacyFilterTest, AdversarialChebNeverOverspends) {
   EXPECT_LE(reserved.epsilon, epsilon * 1.5);  // sanity of the setup
 }
 
-// Spec §5 item 12 (spent never decreases; every order within its budget
-// after every charge; the reported epsilon stays within the reservation's)
-// and item 15 (conversion; §1.2 item 6, Mironov 2017 Prop. 3): after every
+// Spent never decreases; every order stays within its budget after every
+// charge; the reported epsilon stays within the reservation's; and the
+// conversion (Mironov 2017 Prop. 3, the paper's Proposition 1): after every
 // charge of an adaptive sequence, the accountant's epsilon of the spend is
 // at most min_alpha [spent(alpha) + log(K / delta) / (alpha - 1)] with K = 1
 // (the job filter is an all-orders filter, so no union over orders is needed

@@ -1,5 +1,6 @@
-// Spec §5 items 4, 8-11: RDP formula test vectors (relative tolerance of the
-// printed digits).
+// RDP formula test vectors (Chen & Lee 2022, eq. (4) and Thm 3; the sampled
+// Gaussian; Zhu & Wang 2019; tight pure-to-RDP), to the relative tolerance
+// of the printed digits.
 #include "core/optim/line_search/rdp_curves.h"
 
 #include <algorithm>
@@ -69,7 +70,7 @@ TEST(RdpCurvesTest, PureToRdpTestVectors) {
 }
 
 TEST(RdpCurvesTest, PaperGaussianSvtCalibrationGivesAlphaRho) {
-  // Spec §5 item 4: s1^2 = 3/(2 rho), s2^2 = 3/rho => alpha rho (1e-12).
+  // s1^2 = 3/(2 rho), s2^2 = 3/rho => alpha rho (1e-12).
   for (double rho : {1e-4, 0.01, 0.7}) {
     for (double a : {2.0, 7.5, 300.0}) {
       const double s1 = std::sqrt(3 / (2 * rho)), s2 = std::sqrt(3 / rho);

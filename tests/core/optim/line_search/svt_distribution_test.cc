@@ -1,6 +1,6 @@
-// Spec §5 item 25 (SVT distribution): for fixed query values, the empirical
-// distribution of the index returned by NOISYBTLS (paper Algorithm 1; spec
-// §2.1, AboveThreshold with cutoff 1 and public threshold 0) matches the
+// SVT distribution: for fixed query values, the empirical distribution of
+// the index returned by NOISYBTLS (Chen & Lee 2022, Algorithm 1:
+// AboveThreshold with cutoff 1 and public threshold 0) matches the
 // AboveThreshold output probabilities, by a chi-square goodness-of-fit test.
 //
 // Exact probabilities. With threshold noise T and i.i.d. query noises nu_i
@@ -8,7 +8,7 @@
 // "above" iff q_i + nu_i >= T. Conditioning on T = t,
 //   P(out = k) = sum_t P(T = t) prod_{i<k} F(t - q_i - 1) (1 - F(t - q_k - 1)),
 //   P(fail)    = sum_t P(T = t) prod_{i<=K} F(t - q_i - 1),
-// with F the query noise CDF (spec §1.4; Lyu, Su, Li 2017 Alg. 1). For the
+// with F the query noise CDF (Lyu, Su, Li 2017 Alg. 1). For the
 // small hand-made plans below the sums are exact (pmfs summed over +-150
 // scales, tails below e^-150). For the production plan (PlanLaplaceSvt, ~2^25
 // grid units per scale) the same probabilities are a numerical integral of
@@ -17,12 +17,12 @@
 //
 // Test statistics. N calls per case, chi-square with K degrees of freedom
 // (K + 1 outcomes), rejected above the 0.999 quantile: the false-alarm rate
-// for a fresh seed is 1e-3 per case. The generator is the seeded test
-// generator (dpopt_noise_testing), so the result is reproducible. Power: the
-// same counts are also tested against the distribution with the query noise
-// of monotone queries, b_Q = 2 Delta / eps (spec §1.4: wrong for these
-// non-monotone queries), and must reject it; its expected chi-square at this
-// N is in the thousands.
+// for a fresh seed is 1e-3 per case. The generator is the seeded test generator
+// (dpopt_noise_testing), so the result is reproducible. Power: the same counts
+// are also tested against the distribution with the query noise of monotone
+// queries, b_Q = 2 Delta / eps (wrong for these non-monotone queries, which
+// need 4 Delta / eps), and must reject it; its expected chi-square at this N is
+// in the thousands.
 #include <cmath>
 #include <functional>
 #include <vector>
@@ -161,7 +161,7 @@ double ChiSquare(const std::vector<int64_t>& counts,
 
 // A hand-made plan: grid 1 (query values are grid units), Delta_g = 2 and
 // eps_BT = 1 (Laplace: b_T = 2 Delta_g / eps = 4, b_Q = 4 Delta_g / eps = 8,
-// spec §2.1 step 1, paper Thm 1).
+// paper Thm 1).
 SvtPlan SmallLaplacePlan(double b_q) {
   SvtPlan p;
   p.kind = SvtNoiseKind::kLaplace;
@@ -198,7 +198,7 @@ TEST(SvtDistributionTest, LaplaceOutputIndexMatchesAboveThreshold) {
   EXPECT_GT(ChiSquare(counts, LaplaceExact(4, 4), n), 10 * kChi2Q999[df]);
 }
 
-// Gaussian version (paper Thm 3; spec §2.1 step 1): s_T = Delta_g
+// Gaussian version (paper Thm 3): s_T = Delta_g
 // sqrt(3 / (2 rho)), s_Q = Delta_g sqrt(3 / rho) with Delta_g = 2 and
 // rho = 0.375 (s_T = 4, s_Q = 5.66). The discrete Gaussian sampler rounds
 // sigma up to a dyadic; the exact probabilities use the sigma it samples.

@@ -1,4 +1,6 @@
-// Spec §5 items 1-5 (NOISYBTLS) and the oracle's charge-first contract.
+// NOISYBTLS (noise off = exact Armijo backtracking, one threshold draw per
+// call, the noise scales, the query sensitivity) and the oracle's
+// charge-first contract.
 #include "core/optim/line_search/svt_line_search.h"
 
 #include <algorithm>
@@ -47,7 +49,7 @@ TEST(NoisyBacktrackingTest, NoiseOffReturnsFirstArmijoStep) {
   EXPECT_TRUE(r.accepted);
   EXPECT_DOUBLE_EQ(r.step, 2 * std::pow(0.8, 4));
   EXPECT_EQ(r.candidates, 5);
-  // Spec item 2: k + 1 objective evaluations, one threshold draw, k query
+  // k + 1 objective evaluations, one threshold draw, k query
   // draws.
   EXPECT_EQ(r.objective_evaluations, 6);
   EXPECT_EQ(f.evaluations, 6);
@@ -83,7 +85,7 @@ TEST(NoisyBacktrackingTest, NoiseOffBoundaryAndFallback) {
   EXPECT_EQ(zero2.threshold_draws(), 1);
   EXPECT_EQ(zero2.query_draws(), 3);
 
-  o.fallback_step = 2 * std::pow(0.8, 3);  // neural-network variant (§2.8)
+  o.fallback_step = 2 * std::pow(0.8, 3);  // neural-network variant
   ASSERT_OK_AND_ASSIGN(
       r, NoisyBacktracking(std::ref(f), w, w, f.m, o, plan, zero2, rng));
   EXPECT_FALSE(r.accepted);
@@ -128,7 +130,7 @@ TEST(SvtPlanTest, GaussianScalesMatchTheorem3) {
 }
 
 TEST(SvtPlanTest, SecureLaplaceNoiseHasTheFormulaVariance) {
-  // Spec §5 item 3: empirical variance within 1% of 2 b^2 over 10^6 draws
+  // Empirical variance within 1% of 2 b^2 over 10^6 draws
   // (the standard error is sqrt(5/N) = 0.22%).
   ASSERT_OK_AND_ASSIGN(SvtPlan p, PlanLaplaceSvt(1.0, 0.5));
   SeededRandomForTesting rng(7);
@@ -145,7 +147,7 @@ TEST(SvtPlanTest, SecureLaplaceNoiseHasTheFormulaVariance) {
   EXPECT_NEAR(sum_q / n, 2 * bq * bq, 0.01 * 2 * bq * bq);
 }
 
-// Spec §5 item 5: |q_i(S) - q_i(S + {d})| <= C_obj for random w, g, eta.
+// Sensitivity: |q_i(S) - q_i(S + {d})| <= C_obj for random w, g, eta.
 TEST(ClippedBatchObjectiveTest, QuerySensitivityIsClipObjective) {
   std::mt19937_64 gen(3);
   std::normal_distribution<double> normal;
@@ -234,7 +236,7 @@ TEST(LineSearchOracleTest, EventIsSampledSparseVector) {
   EXPECT_EQ(e, privacy::DpEvent::SparseVector(0.01));
 }
 
-// The Gaussian line search's charge: spec §3.5 Gaussian NOISYBTLS,
+// The Gaussian line search's charge (Zhu & Wang 2020, Thm 8):
 // raw(alpha) = (4/3) alpha rho_BT + log(max_it + 1) / (alpha - 1), with the
 // multipliers of PlanGaussianSvt (Thm 3 calibration).
 TEST(LineSearchOracleTest, GaussianEventIsZhuWangCurve) {
@@ -291,7 +293,7 @@ class RecordingBudget final : public ReleaseBudget {
   std::vector<privacy::DpEvent> charged;
 };
 
-// Spec §5 item 1 through the oracle with the Gaussian search: noise off, it
+// Exact Armijo through the oracle with the Gaussian search: noise off, it
 // returns the first candidate satisfying the Armijo inequality on the
 // clipped batch objective, and charges the Gaussian sparse vector once.
 TEST(LineSearchOracleTest, GaussianNoiseOffGivesExactArmijoStep) {

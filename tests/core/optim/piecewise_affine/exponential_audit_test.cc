@@ -1,7 +1,8 @@
-// M_E's exact sampler (spec §2.3 (b), §7 items 10-13) and the empirical
-// privacy audit of every piecewise-affine mechanism on a worst-case neighbouring
-// pair (core/audit; the requirement: the auditor's lower bound does
-// not exceed the charged epsilon).
+// M_E's exact sampler (its law in one and two dimensions, Theorem 21's
+// constant and bounds of Han, Topcu & Pappas 2014) and the empirical privacy
+// audit of every piecewise-affine mechanism on a worst-case neighbouring pair
+// (core/audit: the auditor's lower bound must not exceed the charged
+// epsilon).
 //
 // Reference laws are computed here independently: the 1-D density by a
 // 2e6-point midpoint rule, multi-dimensional expectations by self-normalised
@@ -40,12 +41,12 @@ double FOpt(const Instance& in) {
   return lp->value;
 }
 
-// Spec §2.3 (c): the exact law of exp(-beta f) on [l, u] for d = 1 in
+// The exact law of exp(-beta f) on [l, u] for d = 1 in
 // closed form. f is convex piecewise linear; on each segment [z_k, z_k+1]
 // between consecutive breakpoints it is s_k x + t_k, with mass
 //   M_k = exp(-beta f(z_k)) (1 - exp(-beta s_k L_k)) / (beta s_k)
 // (L_k exp(-beta f(z_k)) when s_k = 0). The CDF is exact within each
-// segment, and so is its inverse (the spec's 1-D inverse-CDF sampler, here
+// segment, and so is its inverse (a 1-D inverse-CDF sampler, here only
 // a test reference: its floating-point inversion is not a secure sampler,
 // so the service uses the lattice rejection sampler in every dimension).
 class OneDimensionalLaw {
@@ -145,8 +146,8 @@ double KsStatistic(const std::vector<double>& sorted,
 // Kolmogorov's limit at p = 1e-3.
 constexpr double kKsCritical = 1.9495;
 
-// Item 10: d = 1, P = [-1, 1], m = 6, eps = 5, b_max = 1: the service's
-// exact sampler and the spec's inverse-CDF sampler (§2.3 (c)) both pass a
+// d = 1, P = [-1, 1], m = 6, eps = 5, b_max = 1: the service's exact
+// sampler and the reference inverse-CDF sampler above both pass a
 // KS test against the closed-form CDF (p = 1e-3); power check: the same
 // test rejects beta off by 20%. The mean number of proposals is C(0, eps).
 TEST(PiecewiseAffineExponential, OneDimensionMatchesTheExactLaw) {
@@ -190,11 +191,11 @@ TEST(PiecewiseAffineExponential, OneDimensionMatchesTheExactLaw) {
               5 * std::sqrt(c * std::max(c - 1, 1e-3) / kSamples) + 1e-3 * c);
 }
 
-// Items 11 and 13: d = 2, m = 10, eps in {0.1, 1, 10}: E f and E x of the
+// d = 2, m = 10, eps in {0.1, 1, 10}: E f and E x of the
 // exact samples agree with importance-sampling estimates (5 SE), the mean
 // number of proposals is C(0, eps) = 1 / E_U exp(-beta (f(U) - f_opt))
 // (Theorem 21's constant; 5 SE), and E f - f_opt <= C 2 b_max / eps and
-// <= (1 + ln C) 2 b_max / eps, decreasing in eps (item 12).
+// <= (1 + ln C) 2 b_max / eps, decreasing in eps.
 TEST(PiecewiseAffineExponential, MultiDimensionalLawAndTheoremTwentyOne) {
   Instance in = GaussianInstance(10, 2, 1.0, 33);
   const double f_opt = FOpt(in);
@@ -253,7 +254,8 @@ TEST(PiecewiseAffineExponential, MultiDimensionalLawAndTheoremTwentyOne) {
                 5 * std::sqrt(c * std::max(c - 1, 1e-3) / n) + 1e-3 * c)
         << "eps " << eps;
     EXPECT_LE(sf / n - f_opt, c * 2 / eps) << "eps " << eps;
-    // Item 12: the tighter (1 + ln C) 2 b_max / eps bound (spec §4), and
+    // The tighter (1 + ln C) 2 b_max / eps bound (integrate
+    // min(1, C e^{-beta gamma}) instead of Theorem 21's tail bound), and
     // E f - f_opt decreasing in eps (d/d beta E f = -Var f), within 5 SE.
     EXPECT_LE(sf / n - f_opt, (1 + std::log(c)) * 2 / eps) << "eps " << eps;
     const double se = sd_f / std::sqrt(n);
@@ -265,7 +267,7 @@ TEST(PiecewiseAffineExponential, MultiDimensionalLawAndTheoremTwentyOne) {
   }
 }
 
-// Item 12: at eps = 1e-6 the samples are uniform on P: coordinate mean 0,
+// At eps = 1e-6 the samples are uniform on P: coordinate mean 0,
 // variance c^2 / 3 (5 SE).
 TEST(PiecewiseAffineExponential, TinyEpsilonIsUniform) {
   Instance in = GaussianInstance(10, 3, 2.0, 36);

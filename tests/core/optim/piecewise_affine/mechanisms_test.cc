@@ -1,12 +1,12 @@
-// Piecewise-affine's mechanisms (spec §2, §3, §7): calibration against hand-computed
-// values (item 1), noise off = the classic method (M_P and M_S reduce to
-// the LP, Algorithm 2 at huge epsilon to the regular subgradient method,
-// item 8), Algorithm 1's exact privacy ratio, sampling law, sign and
-// Theorem 13 (items 6-9), M_P's per-draw bound (15), M_S's noise norm (14),
-// Theorem 24 at large epsilon (16), composition and charge (17), trace
-// replay (18), feasibility (19), determinism (21), M_E's refusal when
-// infeasible. Statistical checks use fixed seeds of the NOT DIFFERENTIALLY
-// PRIVATE test generator at p = 1e-3 or 5 standard errors.
+// Piecewise-affine's mechanisms (Han, Topcu & Pappas 2014, Sec. 4): calibration
+// against hand-computed values, noise off = the classic method (M_P and M_S
+// reduce to the LP, Algorithm 2 at huge epsilon to the regular subgradient
+// method), Algorithm 1's exact privacy ratio, sampling law, sign and
+// Theorem 13, M_P's per-draw bound, M_S's noise norm (Theorem 17), Theorem 24
+// at large epsilon, composition and charge, trace replay, feasibility,
+// determinism, M_E's refusal when infeasible. Statistical checks use fixed
+// seeds of the NOT DIFFERENTIALLY PRIVATE test generator at p = 1e-3 or 5
+// standard errors.
 #include "core/optim/piecewise_affine/mechanisms.h"
 
 #include <algorithm>
@@ -50,7 +50,7 @@ double FOpt(const Instance& in) {
 }
 
 // ---------------------------------------------------------------------------
-// Item 1: calibration.
+// Calibration.
 
 TEST(PiecewiseAffineCalibration, NoiseParametersMatchTheSpec) {
   // The paper's regime: d = 5, c = 1, m = 20, b_max = 1, eps = 0.1.
@@ -63,11 +63,11 @@ TEST(PiecewiseAffineCalibration, NoiseParametersMatchTheSpec) {
   EXPECT_NEAR(mp.lambda, 0.1 / std::sqrt(20.0), 0.1 / std::sqrt(20.0) * 2e-6);
   EXPECT_LE(mp.lambda, 0.1 / std::sqrt(20.0));
   EXPECT_EQ(mp.dimension, 20);
-  // E||w_P|| = m^{3/2} b_max / eps = 894.43 (spec §2.1 note).
+  // E||w_P|| = m^{3/2} b_max / eps = 894.43.
   EXPECT_NEAR(mp.expected_norm, std::pow(20.0, 1.5) / 0.1, 0.01);
 
   // M_S, cube: Delta_S = 2 sqrt(d) c; paper lambda = eps / (2 d c) = 0.01,
-  // E||w_S|| = 2 d^2 c / eps = 500 (spec §2.2 note); tight eps / (2 sqrt(5)).
+  // E||w_S|| = 2 d^2 c / eps = 500; tight eps / (2 sqrt(5)).
   ASSERT_OK_AND_ASSIGN(
       noise::VectorLaplacePlan ms,
       PerturbSolutionPlan(in.info, eps, SolutionNoise::kPaper));
@@ -84,7 +84,8 @@ TEST(PiecewiseAffineCalibration, NoiseParametersMatchTheSpec) {
   EXPECT_LE(me.beta, 0.05);
 
   // Algorithm 1 inside Algorithm 2 (k = 100): eps' = eps / k and Du = b_max,
-  // i.e. 5e-4 per unit of score (spec §2.5's "important numerical fact").
+  // i.e. 5e-4 per unit of score: at the paper's settings the selections are
+  // within about 0.5% of uniform.
   const ScoreGrid grid = MakeScoreGrid(1.0);
   EXPECT_EQ(grid.grid, std::ldexp(1.0, -20));
   ASSERT_OK_AND_ASSIGN(noise::Dyadic rate, SelectionRate(eps / 100, grid));
@@ -121,7 +122,7 @@ TEST(PiecewiseAffineCalibration, RefusesWhatItCannotCertify) {
   Instance in = GaussianInstance(20, 5, 1.0, 3);
   PublicDatasetInfo info = PublicInfo(in);
   // M_E at a large epsilon: exp(beta G R) far beyond 1e6 -> refused before
-  // any data access (spec §2.3, §8 item 7).
+  // any data access (docs/architecture.md, invariant "public work bounds").
   EXPECT_THAT(NewExponential({})->Calibrate(info, Pure(50)).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        ::testing::HasSubstr("infeasible")));
@@ -172,7 +173,7 @@ TEST(PiecewiseAffineNoiseOff, PerturbationsReduceToTheLp) {
   EXPECT_NEAR(Evaluate(in.data, in.b, x), f_opt, 1e-9);
 }
 
-// Item 8: with eps / k huge, Algorithm 2 reproduces the regular subgradient
+// With eps / k huge, Algorithm 2 reproduces the regular subgradient
 // trajectory exactly; with eps' = 1e4 b_max one selection is the argmax in
 // >= 99.9% of draws (Remark 23).
 TEST(PiecewiseAffineNoiseOff, HugeEpsilonIsTheRegularSubgradientMethod) {
@@ -224,7 +225,7 @@ std::vector<double> Softmax(const std::vector<int64_t>& s, noise::Dyadic rate) {
   return p;
 }
 
-// Item 6: for adversarial neighbours (+-b_max e_j and random sign
+// For adversarial neighbours (+-b_max e_j and random sign
 // patterns), the exact selection probabilities satisfy
 // max_i |ln p_i(b) - ln p_i(b')| <= eps'.
 TEST(PiecewiseAffineAlgorithm1, ExactPrivacyRatio) {
@@ -252,9 +253,9 @@ TEST(PiecewiseAffineAlgorithm1, ExactPrivacyRatio) {
   }
 }
 
-// Item 7: m = 5, eps' = 2, b_max = 1: chi-square of 1e5 draws against the
+// m = 5, eps' = 2, b_max = 1: chi-square of 1e5 draws against the
 // softmax probabilities, p > 1e-3; the probabilities are the paper's
-// exp(+eps' s_i / (2 b_max)) (spec §8 item 1) to 1e-5.
+// exp(+eps' s_i / (2 b_max)) (the printed minus sign is a typo) to 1e-5.
 TEST(PiecewiseAffineAlgorithm1, SamplesTheSoftmax) {
   Instance in = GaussianInstance(5, 2, 1.0, 7);
   const ScoreGrid grid = MakeScoreGrid(1.0);
@@ -285,8 +286,9 @@ TEST(PiecewiseAffineAlgorithm1, SamplesTheSoftmax) {
   EXPECT_GT(audit::ChiSquareSurvival(chi2, 4), 1e-3) << chi2;
 }
 
-// Item 9: E gamma(i*; x0) <= 2 b_max (1 + ln m) / eps' over 1e5 draws, and
-// Lemma 22 deterministically: f(x) >= f(x0) + a_j^T (x - x0) - gamma(j; x0).
+// Eq. (13) and Theorem 13: E gamma(i*; x0) <= 2 b_max (1 + ln m) / eps' over
+// 1e5 draws, and Lemma 22 deterministically:
+// f(x) >= f(x0) + a_j^T (x - x0) - gamma(j; x0).
 TEST(PiecewiseAffineAlgorithm1, TheoremThirteenAndLemmaTwentyTwo) {
   Instance in = GaussianInstance(20, 5, 1.0, 9);
   const ScoreGrid grid = MakeScoreGrid(1.0);
@@ -339,9 +341,9 @@ TEST(PiecewiseAffineAlgorithm1, ScoreSensitivityIncludingExtremes) {
 // ---------------------------------------------------------------------------
 // Algorithm 2.
 
-// Items 17 and 18: k selections, each at eps / k; replaying (x^(1), alpha,
-// projection, A, P, i*_1..i*_k) without b reproduces the trace bit for bit;
-// every iterate lies in P (item 19); the same seed gives the same trace.
+// Composition and replay: k selections, each at eps / k; replaying (x^(1),
+// alpha, projection, A, P, i*_1..i*_k) without b reproduces the trace bit for
+// bit; every iterate lies in P; the same seed gives the same trace.
 TEST(PiecewiseAffineAlgorithm2, TraceIsPostProcessingOfTheSelections) {
   Instance in = GaussianInstance(20, 5, 1.0, 12);
   SubgradientOptions o;
@@ -378,7 +380,7 @@ TEST(PiecewiseAffineAlgorithm2, TraceIsPostProcessingOfTheSelections) {
   EXPECT_NE(t3.indices, t.indices);
 }
 
-// Item 16: Theorem 24 at a large epsilon (1e3), where the bound is not
+// Theorem 24 at a large epsilon (1e3), where the bound is not
 // trivial, over 200 runs: mean of min_i f(x^(i)) - f_opt <= (R^2 + G^2
 // sum alpha^2) / (2 sum alpha) + 2 k b_max (1 + ln m) / eps; the AVERAGE
 // readout satisfies the same bound (the proof bounds the weighted mean).
@@ -417,8 +419,8 @@ TEST(PiecewiseAffineAlgorithm2, TheoremTwentyFour) {
 // ---------------------------------------------------------------------------
 // M_P and M_S with the real (exact) noise.
 
-// Item 15: every draw has f(x~; b) - f_opt <= 2 ||b~ - b||_inf (+ 1e-9);
-// and E ||w_P|| = m / lambda_P (item 3 for n = m).
+// M_P's per-draw bound: every draw has
+// f(x~; b) - f_opt <= 2 ||b~ - b||_inf (+ 1e-9); and E ||w_P|| = m / lambda_P.
 TEST(PiecewiseAffinePerturbProblem, PerDrawBoundAndNoiseNorm) {
   Instance in = GaussianInstance(10, 3, 1.0, 17);
   const double f_opt = FOpt(in);
@@ -442,7 +444,7 @@ TEST(PiecewiseAffinePerturbProblem, PerDrawBoundAndNoiseNorm) {
               5 * std::sqrt(10.0) / plan.lambda / std::sqrt(kRuns));
 }
 
-// Item 14: the mean of f(M_S) - f_opt, projected and raw, is <= G d^{3/2}
+// Theorem 17: the mean of f(M_S) - f_opt, projected and raw, is <= G d^{3/2}
 // Delta_S / eps (Thm 17), and E||w_S|| = d sqrt(d) Delta_S / eps.
 TEST(PiecewiseAffinePerturbSolution, TheoremSeventeen) {
   Instance in = GaussianInstance(20, 3, 1.0, 19);
@@ -479,7 +481,7 @@ TEST(PiecewiseAffinePerturbSolution, TheoremSeventeen) {
               5 * std::sqrt(3.0) / plan.lambda / std::sqrt(kRuns));
 }
 
-// Item 21 and fail-closed: same seed, same output; a failing source fails
+// Determinism and fail-closed: same seed, same output; a failing source fails
 // the run.
 TEST(PiecewiseAffinePerturbProblem, DeterministicGivenTheSeedAndFailsClosed) {
   Instance in = GaussianInstance(10, 3, 1.0, 21);

@@ -1,8 +1,7 @@
-// Piecewise-affine's public problem description and LP (spec §6, §7 items 5, 19,
-// 20): the GLPK solution against vertex enumeration, the dual certificate,
-// the paper's Examples 5 and 6, Lemma 18, the description's validation and
-// JSON round trip, projection onto P, and totality of the LP on extreme
-// offsets.
+// Piecewise-affine's public problem description and LP: the GLPK solution
+// against vertex enumeration, the dual certificate, the paper's Examples 5 and
+// 6, Lemma 18, the description's validation and JSON round trip, projection
+// onto P, and totality of the LP on extreme offsets.
 #include <cmath>
 #include <limits>
 #include <random>
@@ -71,9 +70,9 @@ double BruteForce2d(const Eigen::MatrixXd& a, const Eigen::VectorXd& b,
   return best;
 }
 
-// §7 item 20: the LP matches vertex enumeration to 1e-6, and the
+// The LP matches vertex enumeration to 1e-6, and the
 // normalised duals certify the optimum: b^T lambda - c ||A^T lambda||_1
-// equals f_opt to 1e-7. Item 19: x* in P and f(x*) = t*.
+// equals f_opt to 1e-7; x* is in P and f(x*) = t*.
 TEST(MaxAffineLp, MatchesVertexEnumerationAndDualCertificate) {
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     const double c = seed % 2 == 0 ? 1.0 : 3.0;
@@ -93,7 +92,7 @@ TEST(MaxAffineLp, MatchesVertexEnumerationAndDualCertificate) {
   }
 }
 
-// §7 item 20: Example 5 (||x||_inf: pieces +-e_j, b = 0) and Example 6
+// The paper's Example 5 (||x||_inf: pieces +-e_j, b = 0) and Example 6
 // (||x||_1: 2^d sign patterns, d = 4) have f_opt = 0 at x = 0.
 TEST(MaxAffineLp, PapersExamplesFiveAndSix) {
   const int d = 4;
@@ -116,7 +115,8 @@ TEST(MaxAffineLp, PapersExamplesFiveAndSix) {
 }
 
 // Offsets anywhere in the double range: the normalised LP stays finite and
-// its minimiser is the one of the shifted problem (spec §3 shift invariance).
+// its minimiser is the one of the shifted problem (shift invariance:
+// f(x; b + c 1) = f(x; b) + c).
 TEST(MaxAffineLp, ExtremeOffsetsAreTotal) {
   Instance in = GaussianInstance(6, 3, 1.0, 7);
   for (double big : {1e308, -1e308, 1.7976931348623157e308}) {
@@ -138,8 +138,8 @@ TEST(MaxAffineLp, ExtremeOffsetsAreTotal) {
   EXPECT_NEAR(b.value - 1e6, a.value, 1e-6);
 }
 
-// §7 item 5 (Lemma 18): |f(x; b) - f(x; b')| <= b_max when ||b - b'||_inf
-// <= b_max, with equality for b' = b + b_max 1.
+// Lemma 18 of Han, Topcu & Pappas 2014: |f(x; b) - f(x; b')| <= b_max
+// when ||b - b'||_inf <= b_max, with equality for b' = b + b_max 1.
 TEST(MaxAffineProblem, LemmaEighteen) {
   std::mt19937_64 gen(5);
   std::uniform_real_distribution<double> u(-1, 1);
@@ -197,8 +197,8 @@ TEST(MaxAffineProblem, DescriptionRoundTripsAndValidates) {
 }
 
 // A polytope with half-spaces: the triangle x >= 0, y >= 0, x + y <= 1 (in
-// the box [-1, 2]^2). Chebyshev centre and bounding box by LP (spec §2.0
-// P6), an empty interior refused, and projections that land in P.
+// the box [-1, 2]^2). Chebyshev centre and bounding box by LP, an empty
+// interior refused, and projections that land in P.
 Polytope Triangle() {
   Polytope p = Cube(2, 1);
   p.lower = {-1, -1};
@@ -230,7 +230,7 @@ TEST(MaxAffineProblem, PolytopeWithHalfSpaces) {
   // the origin.
   ASSERT_OK_AND_ASSIGN(LpSolution lp, SolveMaxAffine(a, in.b, p.polytope));
   EXPECT_NEAR(lp.value, 0, 1e-9);
-  // §7 item 19: projections land in P.
+  // Projections land in P.
   std::mt19937_64 gen(1);
   std::uniform_real_distribution<double> u(-5, 5);
   for (int t = 0; t < 500; ++t) {

@@ -1,5 +1,6 @@
-// Test instances for piecewise-affine family (max-affine problems): a_ij, b_i ~ N(0, 1)
-// from a fixed seed (spec §5.3), on the cube [-c, c]^d.
+// Test instances for piecewise-affine family (max-affine problems): a_ij,
+// b_i ~ N(0, 1) from a fixed seed, on the cube [-c, c]^d (the setting of
+// Han, Topcu & Pappas 2014, Sec. 5).
 #ifndef DPOPT_TESTS_CORE_OPTIM_PIECEWISE_AFFINE_TEST_PROBLEMS_H_
 #define DPOPT_TESTS_CORE_OPTIM_PIECEWISE_AFFINE_TEST_PROBLEMS_H_
 

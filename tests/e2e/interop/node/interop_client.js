@@ -84,7 +84,7 @@ async function main() {
       args.tlsKey ? fs.readFileSync(args.tlsKey) : null,
       args.tlsCert ? fs.readFileSync(args.tlsCert) : null)
     : grpc.credentials.createInsecure();
-  // Every call carries "authorization: Bearer TOKEN" (issue 14).
+  // Every call carries "authorization: Bearer TOKEN".
   const token = process.env.DPOPT_TOKEN || '';
   const bearer = (options, nextCall) => new grpc.InterceptingCall(nextCall(options), {
     start: (metadata, listener, next) => {

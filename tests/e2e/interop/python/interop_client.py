@@ -69,7 +69,7 @@ def expect_code(fn, code, what):
 class BearerToken(grpc.UnaryUnaryClientInterceptor,
                   grpc.UnaryStreamClientInterceptor,
                   grpc.StreamUnaryClientInterceptor):
-    """Adds 'authorization: Bearer TOKEN' to every call (issue 14)."""
+    """Adds 'authorization: Bearer TOKEN' to every call."""
 
     def __init__(self, token):
         self._md = ("authorization", "Bearer " + token)

@@ -1,0 +1,149 @@
+// Every example of examples/ against a real server on the bundled data, with
+// the datasets imported as examples/README.md says: each example is
+// estimated (admissible, charged only in the estimate's words), and each is
+// submitted and must succeed. The job types come from the descriptor, so a
+// job type without an example fails here.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/integration/test_server.h"
+
+namespace dpopt::testing {
+namespace {
+
+std::string Read(const std::string& relative) {
+  return ReadFileOrDie(DataPath(relative));
+}
+
+v1::ImportHeader Libsvm(const std::string& name, bool is_public) {
+  v1::ImportHeader h;
+  h.set_name(name);
+  h.set_format(v1::DATASET_FORMAT_LIBSVM);
+  h.set_dimension(123);
+  h.set_public_(is_public);
+  if (!is_public) {
+    // Room for every example's charge (README: budget 3 for a few jobs).
+    h.set_epsilon_budget(100);
+    h.set_delta_budget(1e-5);
+  }
+  return h;
+}
+
+v1::ImportHeader Csv(const std::string& name, int dimension) {
+  v1::ImportHeader h;
+  h.set_name(name);
+  h.set_format(v1::DATASET_FORMAT_CSV);
+  h.set_dimension(dimension);
+  h.set_has_header(true);
+  h.set_label_last(true);
+  h.set_label_type(v1::LABEL_TYPE_REAL);
+  h.set_epsilon_budget(100);
+  h.set_delta_budget(1e-5);
+  return h;
+}
+
+v1::ImportHeader MaxAffine(const std::string& name, bool is_public) {
+  v1::ImportHeader h = Csv(name, 5);
+  h.clear_label_type();
+  h.set_public_(is_public);
+  if (is_public) {
+    h.clear_epsilon_budget();
+    h.clear_delta_budget();
+  } else {
+    h.set_budget_filter(v1::BUDGET_FILTER_BASIC);
+    h.clear_delta_budget();
+  }
+  h.mutable_max_affine()->set_b_max(1);
+  const auto st = google::protobuf::util::JsonStringToMessage(
+      Read("examples/data/max_affine_polytope.json"),
+      h.mutable_max_affine()->mutable_polytope());
+  EXPECT_TRUE(st.ok()) << st.message();
+  return h;
+}
+
+class ExamplesTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new TestServer();
+    ASSERT_TRUE(
+        server_->Import(Libsvm("adult", false), Read("data/adult/a9a")).ok());
+    ASSERT_TRUE(
+        server_->Import(Libsvm("adult-test", true), Read("data/adult/a9a.t"))
+            .ok());
+    ASSERT_TRUE(server_
+                    ->Import(Csv("quadratic-q", 4),
+                             Read("examples/data/quadratic_q.csv"))
+                    .ok());
+    for (bool is_public : {false, true}) {
+      const grpc::Status st = server_->Import(
+          MaxAffine(is_public ? "max-affine-public" : "max-affine", is_public),
+          Read("examples/data/max_affine.csv"));
+      ASSERT_TRUE(st.ok()) << st.error_message();
+    }
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  static TestServer* server_;
+};
+
+TestServer* ExamplesTest::server_ = nullptr;
+
+std::vector<std::string> JobTypes() {
+  const google::protobuf::OneofDescriptor* oneof =
+      v1::AlgorithmSpec::descriptor()->FindOneofByName("algorithm");
+  std::vector<std::string> out;
+  for (int i = 0; i < oneof->field_count(); ++i) {
+    out.push_back(oneof->field(i)->name());
+  }
+  return out;
+}
+
+TEST_F(ExamplesTest, EveryExampleIsAdmissibleAndSucceeds) {
+  for (const std::string& type : JobTypes()) {
+    SCOPED_TRACE(type);
+    v1::JobSpec spec;
+    const auto parsed = google::protobuf::util::JsonStringToMessage(
+        Read("examples/" + type + ".json"), &spec);
+    ASSERT_TRUE(parsed.ok()) << parsed.message();
+
+    grpc::ClientContext ectx;
+    v1::EstimateJobRequest ereq;
+    *ereq.mutable_spec() = spec;
+    v1::JobEstimate estimate;
+    const grpc::Status est =
+        server_->jobs().EstimateJob(&ectx, ereq, &estimate);
+    ASSERT_TRUE(est.ok()) << est.error_message();
+    EXPECT_TRUE(estimate.admissible()) << estimate.message();
+
+    const auto start = std::chrono::steady_clock::now();
+    grpc::ClientContext sctx;
+    v1::SubmitJobRequest sreq;
+    *sreq.mutable_spec() = spec;
+    v1::Job job;
+    const grpc::Status sub = server_->jobs().SubmitJob(&sctx, sreq, &job);
+    ASSERT_TRUE(sub.ok()) << sub.error_message();
+    const v1::Job done = server_->WaitForJob(job.id());
+    EXPECT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.message();
+    // The charge is the estimate's (nothing on public datasets).
+    EXPECT_EQ(done.cost().charged(), estimate.cost().charged());
+    EXPECT_DOUBLE_EQ(done.cost().epsilon(), estimate.cost().epsilon());
+    std::printf(
+        "%-24s %8.2f s\n", type.c_str(),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count());
+  }
+}
+
+}  // namespace
+}  // namespace dpopt::testing
