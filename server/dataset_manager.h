@@ -14,6 +14,7 @@
 #include "core/privacy/privacy_filter.h"
 #include "dpopt/v1/dpopt.pb.h"
 #include "storage/database.h"
+#include "storage/staged_import.h"
 
 namespace dpopt::server {
 

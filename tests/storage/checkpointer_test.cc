@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "storage/database.h"
 #include "storage/dataset_store.h"
+#include "storage/staged_import.h"
 #include "tests/common/status_matchers.h"
 #include "tests/storage/storage_test_util.h"
 

@@ -21,6 +21,7 @@
 #include "storage/database.h"
 #include "storage/dataset_import.h"
 #include "storage/dataset_store.h"
+#include "storage/staged_import.h"
 #include "storage/ledger.h"
 #include "storage/sqlite.h"
 #include "tests/common/status_matchers.h"
