@@ -36,7 +36,7 @@ using internal::kInsertBlock;
 // this call. Only buffers of 32 MiB or more; memory use is unchanged. For a
 // private sparse dataset the buffer size follows its nonzero count, so this
 // stays within the documented timing channel (loading and steps already
-// take time in proportion to nonzeros; README, "Timing").
+// take time in proportion to nonzeros; docs/decisions.md, "Timing").
 void AdviseHugePages(void* data, size_t bytes) {
   constexpr uintptr_t kHuge = uintptr_t{2} << 20;
   if (bytes < (size_t{32} << 20)) return;

@@ -46,7 +46,7 @@ absl::StatusOr<s0::ConstraintSet> TranslateOuterSet(
   set.lower = m.lower();
   set.upper = m.upper();
   set.radius = m.radius();
-  set.total = m.total() != 0 ? m.total() : 1.0;
+  if (m.total() != 0) set.total = m.total();
   if (m.center_size() > 0) {
     set.center.resize(m.center_size());
     for (int j = 0; j < m.center_size(); ++j) set.center[j] = m.center(j);
@@ -147,7 +147,7 @@ absl::StatusOr<s0::DpBilevelOptions> TranslateDpBilevel(
   o.inner_radius = m.inner_radius();
   o.penalty = m.penalty();
   o.outer_step = m.outer_step();
-  o.outer_iterations = m.outer_iterations() != 0 ? m.outer_iterations() : 20;
+  if (m.outer_iterations() != 0) o.outer_iterations = m.outer_iterations();
   o.clip_gy = m.clip_gy();
   o.clip_fy = m.clip_fy();
   o.clip_out = m.clip_out();
@@ -164,10 +164,14 @@ absl::StatusOr<s0::DpBilevelOptions> TranslateDpBilevel(
       return absl::InvalidArgumentError(
           absl::StrCat(field, ".naive: the naive mode is full batch only"));
     }
-    o.inner_sampling_rate =
-        m.inner_sampling_rate() != 0 ? m.inner_sampling_rate() : 0.1;
-    o.outer_sampling_rate =
-        m.outer_sampling_rate() != 0 ? m.outer_sampling_rate() : 0.1;
+    o.inner_sampling_rate = o.outer_sampling_rate =
+        s0::DpBilevelOptions::kDefaultMinibatchSamplingRate;
+    if (m.inner_sampling_rate() != 0) {
+      o.inner_sampling_rate = m.inner_sampling_rate();
+    }
+    if (m.outer_sampling_rate() != 0) {
+      o.outer_sampling_rate = m.outer_sampling_rate();
+    }
   } else if (m.inner_sampling_rate() != 0 || m.outer_sampling_rate() != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         field, ": sampling rates are for dp_bilevel_minibatch only"));

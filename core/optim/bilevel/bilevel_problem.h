@@ -1,5 +1,5 @@
 // The server-side catalogue of bilevel problems of dp_bilevel (Kornowski
-// 2025, Sec. 2 and Example 3.1; docs/algorithms/bilevel.md). A client never
+// 2024, Sec. 2 and Example 3.1; docs/algorithms/bilevel.md). A client never
 // supplies code: it names a
 // problem and its public parameters; the rows of the dataset are the data
 // xi_i of the problem.

@@ -83,7 +83,9 @@ struct DpBilevelOptions {
   double clip_out = 0;
   BudgetSplit split;
   InnerSolverOptions inner;
-  // Poisson rates (Algorithms 3-4); 1 = full batch (Algorithm 1).
+  // Poisson rates (Algorithms 3-4); 1 = full batch (Algorithm 1). The
+  // minibatch job type's default is kDefaultMinibatchSamplingRate.
+  static constexpr double kDefaultMinibatchSamplingRate = 0.1;
   double inner_sampling_rate = 1;
   double outer_sampling_rate = 1;
   CalibrationMode calibration = CalibrationMode::kAccountant;

@@ -1,5 +1,5 @@
 // Shared primitives of bilevel family (DP bilevel optimization, Kornowski
-// 2025): total per-example clipping and the Euclidean projections the
+// 2024): total per-example clipping and the Euclidean projections the
 // algorithms need.
 #ifndef DPOPT_CORE_OPTIM_BILEVEL_PRIMITIVES_H_
 #define DPOPT_CORE_OPTIM_BILEVEL_PRIMITIVES_H_
