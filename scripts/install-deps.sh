@@ -20,6 +20,9 @@ packages=(
   libfast-float-dev
   # the web console's HTTP(S) listener (server/console)
   libcpp-httplib-dev
+  # Prometheus metrics (server/metrics.cc); the real Prometheus server and
+  # systemd-analyze for the operations tests (tests/ops)
+  prometheus-cpp-dev prometheus systemd
   # dp_dda's MPI execution (distributed-DDA family): Open MPI's headers and library for
   # dpopt-dda-worker, and mpirun for the server and the tests (optional at
   # build time: without it the worker and its tests are skipped)

@@ -18,6 +18,7 @@
 #include "server/job_listing.h"
 #include "server/proto_util.h"
 #include "server/spec_translation.h"
+#include "server/translation/registry.h"
 
 namespace dpopt::server {
 namespace {
@@ -321,6 +322,22 @@ absl::StatusOr<v1::JobEstimate> JobManager::Estimate(
 absl::StatusOr<v1::Job> JobManager::Submit(
     const v1::JobSpec& spec, const std::string& principal,
     const std::function<void(const std::string&)>& on_id) {
+  absl::StatusOr<v1::Job> job = Admit(spec, principal, on_id);
+  if (options_.metrics != nullptr) {
+    const std::string type = JobTypeName(spec.algorithm().algorithm_case());
+    const std::string label = type.empty() ? "unknown" : type;
+    if (job.ok()) {
+      options_.metrics->JobAdmitted(label, job->cost().charged());
+    } else {
+      options_.metrics->JobRefused(label, RefusalReasonOf(job.status()));
+    }
+  }
+  return job;
+}
+
+absl::StatusOr<v1::Job> JobManager::Admit(
+    const v1::JobSpec& spec, const std::string& principal,
+    const std::function<void(const std::string&)>& on_id) {
   ASSIGN_OR_RETURN(Prepared prepared, Prepare(spec));
   auto p = std::make_shared<Prepared>(std::move(prepared));
   // Reserve a queue slot first: a full queue must never cost budget.
@@ -456,11 +473,19 @@ void JobManager::PublishJob(const std::string& job_id) {
 void JobManager::Execute(const std::string& job_id,
                          std::shared_ptr<Prepared> prepared,
                          const jobs::CancellationToken& token) {
+  const std::string& type = prepared->job.algorithm_name;
+  if (options_.metrics != nullptr) options_.metrics->JobStarted(type);
+  const absl::Time start = absl::Now();
   absl::Status s = RunJob(job_id, *prepared, token);
+  const JobState state = s.ok() ? JobState::kSucceeded
+                         : s.code() == absl::StatusCode::kCancelled
+                             ? JobState::kCancelled
+                             : JobState::kFailed;
+  if (options_.metrics != nullptr) {
+    options_.metrics->JobFinished(type, v1::JobState_Name(ToProtoState(state)),
+                                  absl::ToDoubleSeconds(absl::Now() - start));
+  }
   if (!s.ok()) {
-    const JobState state = s.code() == absl::StatusCode::kCancelled
-                               ? JobState::kCancelled
-                               : JobState::kFailed;
     (void)db_->jobs().UpdateState(
         job_id, state,
         state == JobState::kCancelled

@@ -22,6 +22,7 @@
 #include "dpopt/v1/dpopt.pb.h"
 #include "server/dataset_cache.h"
 #include "server/dataset_manager.h"
+#include "server/metrics.h"
 #include "server/trace_hub.h"
 #include "storage/database.h"
 
@@ -38,6 +39,9 @@ class JobManager {
     std::optional<optim::distributed_dda::MpiSettings> mpi;
     // Decoded datasets kept between jobs (server/dataset_cache.h).
     DatasetCache::Options dataset_cache;
+    // Job metrics (server/metrics.h); null = none. Not owned; must outlive
+    // the manager.
+    Metrics* metrics = nullptr;
     absl::Status Validate() const;
   };
 
@@ -95,6 +99,10 @@ class JobManager {
   JobManager(storage::Database* db, DatasetManager* datasets, TraceHub* hub)
       : db_(db), datasets_(datasets), hub_(hub) {}
   absl::StatusOr<Prepared> Prepare(const v1::JobSpec& spec);
+  // Submit without the metrics.
+  absl::StatusOr<v1::Job> Admit(
+      const v1::JobSpec& spec, const std::string& principal,
+      const std::function<void(const std::string&)>& on_id);
   void Execute(const std::string& job_id, std::shared_ptr<Prepared> prepared,
                const jobs::CancellationToken& token);
   absl::Status RunJob(const std::string& job_id, const Prepared& prepared,

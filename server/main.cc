@@ -50,6 +50,13 @@ ABSL_FLAG(bool, insecure, false,
           "allow listening on a non-loopback address without TLS (only "
           "behind a trusted TLS-terminating proxy; tokens travel in clear)");
 
+ABSL_FLAG(std::string, metrics_listen, "",
+          "serve Prometheus metrics at http://HOST:PORT/metrics (e.g. "
+          "127.0.0.1:9464; off when empty, the default). Loopback addresses "
+          "only: plain HTTP without authentication (docs/operations.md)");
+ABSL_FLAG(bool, metrics_dataset_budgets, false,
+          "also export each private dataset's epsilon spent and remaining, "
+          "labelled with the dataset's name (off by default)");
 ABSL_FLAG(std::string, console_listen, "",
           "serve the read-only web console on HOST:PORT (e.g. "
           "127.0.0.1:8080; off when empty, the default). Same tokens and "
@@ -245,6 +252,8 @@ int main(int argc, char** argv) {
   o.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
   o.insecure = absl::GetFlag(FLAGS_insecure);
   o.console_listen = absl::GetFlag(FLAGS_console_listen);
+  o.metrics.listen = absl::GetFlag(FLAGS_metrics_listen);
+  o.metrics.dataset_budgets = absl::GetFlag(FLAGS_metrics_dataset_budgets);
   if (!absl::GetFlag(FLAGS_mpirun).empty()) {
     dpopt::optim::distributed_dda::MpiSettings m;
     m.mpirun = absl::GetFlag(FLAGS_mpirun);
@@ -292,6 +301,11 @@ int main(int argc, char** argv) {
               << (o.tls_cert.empty() ? "http" : "https") << "://"
               << o.console_listen.substr(0, o.console_listen.rfind(':')) << ":"
               << (*server)->console_port() << "/console/" << std::endl;
+  }
+  if ((*server)->metrics_port() > 0) {
+    std::cerr << "dpopt-server: metrics on http://"
+              << o.metrics.listen.substr(0, o.metrics.listen.rfind(':')) << ":"
+              << (*server)->metrics_port() << "/metrics" << std::endl;
   }
   const dpopt::storage::LedgerMarkCheck& mark = (*server)->ledger_mark_check();
   if (mark.rolled_back) {

@@ -1,5 +1,7 @@
 #include "server/server.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -9,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "core/common/status_macros.h"
 #include "core/optim/parallel.h"
+#include "google/protobuf/descriptor.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/auth.h"
@@ -87,6 +90,7 @@ absl::Status ServerOptions::Validate() const {
         "Give --tls-cert and --tls-key, listen on 127.0.0.1, or pass "
         "--insecure if a trusted proxy terminates TLS"));
   }
+  RETURN_IF_ERROR(metrics.Validate());
   return absl::OkStatus();
 }
 
@@ -115,7 +119,14 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
                    s->db_->datasets().DiscardStagedImports());
   s->hub_ = std::make_unique<TraceHub>();
   ASSIGN_OR_RETURN(s->datasets_, DatasetManager::Create(s->db_.get()));
+  if (!options.metrics.listen.empty()) {
+    DpoptServer* server = s.get();
+    ASSIGN_OR_RETURN(s->metrics_, Metrics::Start(options.metrics, [server]() {
+                       return server->Sample();
+                     }));
+  }
   JobManager::Options jo;
+  jo.metrics = s->metrics_.get();
   jo.workers = options.workers;
   jo.queue_capacity = options.queue_capacity;
   jo.mpi = options.mpi;
@@ -172,6 +183,28 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   builder.RegisterService(s->budget_service_.get());
   builder.RegisterService(s->job_service_.get());
   builder.RegisterService(s->admin_service_.get());
+  if (s->metrics_ != nullptr) {
+    std::vector<std::string> methods;
+    for (const char* service :
+         {"dpopt.v1.DatasetService", "dpopt.v1.BudgetService",
+          "dpopt.v1.JobService", "dpopt.v1.AdminService",
+          "grpc.health.v1.Health"}) {
+      const google::protobuf::ServiceDescriptor* d =
+          google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+              service);
+      for (int i = 0; d != nullptr && i < d->method_count(); ++i) {
+        methods.push_back(
+            absl::StrCat("/", service, "/", d->method(i)->name()));
+      }
+    }
+    methods.push_back("/grpc.health.v1.Health/Check");
+    methods.push_back("/grpc.health.v1.Health/Watch");
+    std::vector<
+        std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+        interceptors;
+    interceptors.push_back(s->metrics_->NewInterceptorFactory(methods));
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  }
   s->grpc_server_ = builder.BuildAndStart();
   if (s->grpc_server_ == nullptr || s->port_ == 0) {
     s->jobs_->Shutdown();
@@ -200,6 +233,37 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   return s;
 }
 
+int DpoptServer::metrics_port() const {
+  return metrics_ ? metrics_->port() : 0;
+}
+
+ScrapeSample DpoptServer::Sample() const {
+  ScrapeSample out;
+  struct stat st;
+  if (stat(options_.db_path.c_str(), &st) == 0) out.database_bytes = st.st_size;
+  if (stat((options_.db_path + "-wal").c_str(), &st) == 0) {
+    out.wal_bytes = st.st_size;
+  }
+  if (jobs_ != nullptr) {
+    const DatasetCache::Stats c = jobs_->dataset_cache_stats();
+    out.cache_bytes = c.charged_bytes;
+    out.cache_hits = c.hits;
+    out.cache_misses = c.misses;
+  }
+  if (options_.metrics.dataset_budgets && datasets_ != nullptr) {
+    absl::StatusOr<v1::ListDatasetsResponse> all = datasets_->List();
+    for (const v1::DatasetInfo& d :
+         all.ok() ? all->datasets() : v1::ListDatasetsResponse().datasets()) {
+      if (d.public_()) continue;
+      absl::StatusOr<v1::BudgetStatus> b = datasets_->Budget(d.name(), "");
+      if (!b.ok()) continue;
+      out.budgets.push_back(
+          {d.name(), b->epsilon_spent(), b->epsilon_remaining()});
+    }
+  }
+  return out;
+}
+
 int DpoptServer::console_port() const {
   return console_ ? console_->port() : 0;
 }
@@ -214,12 +278,15 @@ void DpoptServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   if (console_) console_->Stop();
+  metrics_.reset();
   if (hub_) hub_->Shutdown();
   if (grpc_server_) {
     grpc_server_->Shutdown(std::chrono::system_clock::now() +
                            std::chrono::seconds(2));
   }
   if (jobs_) jobs_->Shutdown();
+  // The exposer's threads read the managers at scrape time.
+  metrics_.reset();
   jobs_.reset();
   datasets_.reset();
   db_.reset();

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "core/optim/distributed_dda/mpi_settings.h"
 #include "grpcpp/grpcpp.h"
+#include "server/metrics.h"
 #include "storage/ledger_mark.h"
 
 namespace dpopt::storage {
@@ -63,6 +64,8 @@ struct ServerOptions {
   // (the default). Uses the TLS files above when they are set, and the same
   // loopback-only rule without TLS. Port 0 picks a free port.
   std::string console_listen;
+  // Prometheus metrics (server/metrics.h); listen empty = off.
+  MetricsOptions metrics;
   // The Open MPI launcher (--mpirun and friends); unset = MPI jobs are
   // refused before charging.
   std::optional<optim::distributed_dda::MpiSettings> mpi;
@@ -100,6 +103,8 @@ class DpoptServer {
   ~DpoptServer();
 
   int port() const { return port_; }
+  // The metrics listener's port (0 when metrics are off).
+  int metrics_port() const;
   // The console's port (0 when the console is off).
   int console_port() const;
   // Whether this start created the bootstrap curator and wrote its token.
@@ -118,6 +123,8 @@ class DpoptServer {
 
  private:
   DpoptServer() = default;
+  // What the metrics read at scrape time.
+  ScrapeSample Sample() const;
 
   ServerOptions options_;
   int port_ = 0;
@@ -136,6 +143,7 @@ class DpoptServer {
   storage::LedgerMarkCheck mark_check_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<console::Console> console_;
+  std::unique_ptr<Metrics> metrics_;
   bool shut_down_ = false;
 };
 
