@@ -159,6 +159,17 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
 
 JobManager::~JobManager() { Shutdown(); }
 
+void JobManager::BeginDrain() { draining_.store(true); }
+
+bool JobManager::WaitIdle(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (active_.load() > 0) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return true;
+}
+
 void JobManager::Shutdown() {
   if (runner_) runner_->Shutdown();
 }
@@ -338,6 +349,11 @@ absl::StatusOr<v1::Job> JobManager::Submit(
 absl::StatusOr<v1::Job> JobManager::Admit(
     const v1::JobSpec& spec, const std::string& principal,
     const std::function<void(const std::string&)>& on_id) {
+  if (draining_.load()) {
+    return absl::UnavailableError(
+        "the server is shutting down and admits no new jobs; nothing was "
+        "charged. Retry when it is back");
+  }
   ASSIGN_OR_RETURN(Prepared prepared, Prepare(spec));
   auto p = std::make_shared<Prepared>(std::move(prepared));
   // Reserve a queue slot first: a full queue must never cost budget.
@@ -393,12 +409,14 @@ absl::StatusOr<v1::Job> JobManager::Admit(
   }
   // Durable from here on. The worker loads private rows only after this.
   const std::string id = record.id;
+  active_.fetch_add(1);
   absl::Status queued =
       runner_->Submit(std::move(ticket), id,
                       [this, id, p](const jobs::CancellationToken& token) {
                         Execute(id, p, token);
                       });
   if (!queued.ok()) {
+    active_.fetch_sub(1);
     // Only during shutdown. The charge stands (it is durable); the job fails.
     (void)db_->jobs().UpdateState(
         id, JobState::kFailed,
@@ -493,6 +511,7 @@ void JobManager::Execute(const std::string& job_id,
             : PublicFailure(s));
   }
   PublishJob(job_id);
+  active_.fetch_sub(1);
 }
 
 absl::Status JobManager::RunJob(const std::string& job_id, const Prepared& p,

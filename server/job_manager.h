@@ -8,6 +8,7 @@
 #ifndef DPOPT_SERVER_JOB_MANAGER_H_
 #define DPOPT_SERVER_JOB_MANAGER_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -89,6 +90,13 @@ class JobManager {
   // The privatized trace points recorded so far (any state), oldest first.
   absl::StatusOr<std::vector<v1::TracePoint>> Trace(const std::string& id);
 
+  // Drain: from now on Submit is refused with UNAVAILABLE (nothing is
+  // charged); jobs already admitted keep running.
+  void BeginDrain();
+  // Waits until no admitted job is queued or running, at most `timeout`.
+  // Returns whether that happened.
+  bool WaitIdle(absl::Duration timeout);
+
   // Stops accepting jobs, cancels running ones and joins the workers.
   void Shutdown();
 
@@ -115,6 +123,9 @@ class JobManager {
   void PublishJob(const std::string& job_id);
 
   Options options_;
+  std::atomic<bool> draining_{false};
+  // Jobs handed to the runner and not yet ended.
+  std::atomic<int64_t> active_{0};
   storage::Database* db_;
   DatasetManager* datasets_;
   TraceHub* hub_;

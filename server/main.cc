@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "server/server.h"
 #include "storage/backup.h"
 
@@ -50,6 +51,11 @@ ABSL_FLAG(bool, insecure, false,
           "allow listening on a non-loopback address without TLS (only "
           "behind a trusted TLS-terminating proxy; tokens travel in clear)");
 
+ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(60),
+          "on SIGTERM/SIGINT: how long admitted jobs may keep running after "
+          "the server stops admitting new ones (health reports NOT_SERVING); "
+          "then the rest are cancelled (they stay charged) and the server "
+          "exits 0");
 ABSL_FLAG(std::string, metrics_listen, "",
           "serve Prometheus metrics at http://HOST:PORT/metrics (e.g. "
           "127.0.0.1:9464; off when empty, the default). Loopback addresses "
@@ -339,8 +345,15 @@ int main(int argc, char** argv) {
   while (g_signal == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  std::cerr << "dpopt-server: shutting down (signal " << g_signal << ")"
+  const absl::Duration drain = absl::GetFlag(FLAGS_drain_timeout);
+  std::cerr << "dpopt-server: draining (signal " << g_signal
+            << "): no new jobs; running jobs may finish within "
+            << absl::FormatDuration(drain) << std::endl;
+  const bool idle = (*server)->Drain(drain);
+  std::cerr << "dpopt-server: stopped"
+            << (idle ? ""
+                     : " (jobs still running at the drain timeout were "
+                       "cancelled; they stay charged)")
             << std::endl;
-  (*server)->Shutdown();
   return 0;
 }

@@ -274,6 +274,21 @@ void DpoptServer::Wait() {
   if (grpc_server_) grpc_server_->Wait();
 }
 
+bool DpoptServer::Drain(absl::Duration timeout) {
+  if (shut_down_) return true;
+  if (grpc_server_ != nullptr &&
+      grpc_server_->GetHealthCheckService() != nullptr) {
+    grpc_server_->GetHealthCheckService()->SetServingStatus(false);
+  }
+  bool idle = true;
+  if (jobs_ != nullptr) {
+    jobs_->BeginDrain();
+    idle = jobs_->WaitIdle(timeout);
+  }
+  Shutdown();
+  return idle;
+}
+
 void DpoptServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;

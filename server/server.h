@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "core/optim/distributed_dda/mpi_settings.h"
 #include "grpcpp/grpcpp.h"
 #include "server/metrics.h"
@@ -115,6 +116,11 @@ class DpoptServer {
   const storage::LedgerMarkCheck& ledger_mark_check() const {
     return mark_check_;
   }
+  // Graceful stop: grpc.health.v1 reports NOT_SERVING, new jobs are refused
+  // with UNAVAILABLE (nothing charged), admitted jobs may finish for up to
+  // `timeout`; then Shutdown() cancels the rest (they stay charged). Returns
+  // whether every job finished in time.
+  bool Drain(absl::Duration timeout);
   // Blocks until Shutdown() is called from another thread.
   void Wait();
   // Deterministic shutdown: stop accepting RPCs, cancel and join jobs, close
