@@ -26,6 +26,9 @@ if [ "$#" -eq 0 ] || [ "${1#-}" != "$1" ]; then
   if [ -n "${DPOPT_TLS_CLIENT_CA:-}" ]; then
     set -- "$@" --tls-client-ca="${DPOPT_TLS_CLIENT_CA}"
   fi
+  if [ -n "${DPOPT_METRICS_LISTEN:-}" ]; then
+    set -- "$@" --metrics-listen="${DPOPT_METRICS_LISTEN}"
+  fi
   if [ "${DPOPT_INSECURE:-0}" = "1" ]; then
     set -- "$@" --insecure
   fi

@@ -15,6 +15,7 @@
 #include "core/noise/random.h"
 #include "core/optim/objective.h"
 #include "core/privacy/privacy_filter.h"
+#include "server/event_log.h"
 #include "server/job_listing.h"
 #include "server/proto_util.h"
 #include "server/spec_translation.h"
@@ -123,6 +124,8 @@ std::string PublicFailure(const absl::Status& s) {
 // Everything a job needs that was decided before it was charged.
 struct JobManager::Prepared {
   v1::JobSpec spec;
+  // Who submitted it (for the log).
+  std::string principal;
   TranslatedJob job;
   storage::DatasetRecord dataset;
   bool has_eval = false;
@@ -334,6 +337,22 @@ absl::StatusOr<v1::Job> JobManager::Submit(
     const v1::JobSpec& spec, const std::string& principal,
     const std::function<void(const std::string&)>& on_id) {
   absl::StatusOr<v1::Job> job = Admit(spec, principal, on_id);
+  LogFields fields;
+  fields.principal = principal;
+  fields.dataset = spec.dataset().substr(0, 128);
+  if (job.ok()) {
+    fields.job = job->id();
+    fields.status = v1::JobState_Name(job->state());
+    LogEvent(
+        LogLevel::kInfo, "job_admitted",
+        absl::StrCat("job ", job->id(), " admitted (",
+                     job->cost().charged() ? "charged" : "not charged", ")"),
+        fields);
+  } else {
+    fields.status = absl::StatusCodeToString(job.status().code());
+    LogEvent(LogLevel::kInfo, "job_refused", "a submission was refused",
+             fields);
+  }
   if (options_.metrics != nullptr) {
     const std::string type = JobTypeName(spec.algorithm().algorithm_case());
     const std::string label = type.empty() ? "unknown" : type;
@@ -355,6 +374,7 @@ absl::StatusOr<v1::Job> JobManager::Admit(
         "charged. Retry when it is back");
   }
   ASSIGN_OR_RETURN(Prepared prepared, Prepare(spec));
+  prepared.principal = principal;
   auto p = std::make_shared<Prepared>(std::move(prepared));
   // Reserve a queue slot first: a full queue must never cost budget.
   ASSIGN_OR_RETURN(jobs::JobRunner::Ticket ticket, runner_->Reserve());
@@ -399,8 +419,13 @@ absl::StatusOr<v1::Job> JobManager::Admit(
             record.id, JobState::kFailed,
             "the server could not record the ledger's high-water mark; the "
             "job did not run and its privacy cost stays charged");
-        std::cerr << "dpopt-server: job " << record.id
-                  << " not started: " << marked << std::endl;
+        LogFields fields;
+        fields.job = record.id;
+        fields.status = absl::StatusCodeToString(marked.code());
+        LogEvent(
+            LogLevel::kError, "job_not_started",
+            absl::StrCat("job ", record.id, " not started: ", marked.message()),
+            fields);
         return Get(record.id);
       }
     }
@@ -499,6 +524,15 @@ void JobManager::Execute(const std::string& job_id,
                          : s.code() == absl::StatusCode::kCancelled
                              ? JobState::kCancelled
                              : JobState::kFailed;
+  {
+    LogFields fields;
+    fields.job = job_id;
+    fields.principal = prepared->principal;
+    fields.dataset = prepared->dataset.name;
+    fields.status = v1::JobState_Name(ToProtoState(state));
+    LogEvent(LogLevel::kInfo, "job_finished",
+             absl::StrCat("job ", job_id, " ended: ", fields.status), fields);
+  }
   if (options_.metrics != nullptr) {
     options_.metrics->JobFinished(type, v1::JobState_Name(ToProtoState(state)),
                                   absl::ToDoubleSeconds(absl::Now() - start));

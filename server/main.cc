@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/event_log.h"
 #include "server/server.h"
 #include "storage/backup.h"
 
@@ -51,6 +52,9 @@ ABSL_FLAG(bool, insecure, false,
           "allow listening on a non-loopback address without TLS (only "
           "behind a trusted TLS-terminating proxy; tokens travel in clear)");
 
+ABSL_FLAG(std::string, log_format, "text",
+          "text: one line per event; json: one JSON object per line (time, "
+          "level, event, message, job, principal, dataset, status)");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(60),
           "on SIGTERM/SIGINT: how long admitted jobs may keep running after "
           "the server stops admitting new ones (health reports NOT_SERVING); "
@@ -99,6 +103,12 @@ ABSL_FLAG(bool, allow_ledger_rollback_respending_budget, false,
 ABSL_FLAG(std::string, to, "",
           "backup: the backup file to create (must not exist)");
 ABSL_FLAG(std::string, from, "", "restore: the backup file to restore");
+
+using dpopt::server::LogEvent;
+using dpopt::server::LogFormat;
+using dpopt::server::LogLevel;
+using dpopt::server::ParseLogFormat;
+using dpopt::server::SetLogFormat;
 
 namespace {
 volatile std::sig_atomic_t g_signal = 0;
@@ -203,6 +213,8 @@ int main(int argc, char** argv) {
       "[--tls-cert=PEM "
       "--tls-key=PEM [--tls-client-ca=PEM]] [--insecure] "
       "[--console-listen=HOST:PORT] [--ledger-mark-file=PATH]\n"
+      "       [--metrics-listen=HOST:PORT [--metrics-dataset-budgets]] "
+      "[--log-format=text|json] [--drain-timeout=60s]\n"
       "       [--mpirun=PATH [--dda-worker=PATH] "
       "[--mpi-hostfile=FILE] [--mpi-args=A,B] [--mpi-timeout=S] "
       "[--mpi-max-ranks=N]]\n"
@@ -225,6 +237,15 @@ int main(int argc, char** argv) {
   for (std::string& a : args) normalized.push_back(a.data());
   std::vector<char*> positional = absl::ParseCommandLine(
       static_cast<int>(normalized.size()), normalized.data());
+  {
+    absl::StatusOr<LogFormat> format =
+        ParseLogFormat(absl::GetFlag(FLAGS_log_format));
+    if (!format.ok()) {
+      std::cerr << "dpopt-server: " << format.status().message() << std::endl;
+      return 2;
+    }
+    SetLogFormat(*format);
+  }
   const std::string mode = positional.size() > 1 ? positional[1] : "";
   if (positional.size() > 2 ||
       (!mode.empty() && mode != "backup" && mode != "restore")) {
@@ -296,49 +317,54 @@ int main(int argc, char** argv) {
   }
   auto server = dpopt::server::DpoptServer::Start(o);
   if (!server.ok()) {
-    std::cerr << "dpopt-server: " << server.status().ToString() << std::endl;
+    LogEvent(LogLevel::kError, "start_failed", server.status().ToString());
     return 1;
   }
-  std::cerr << "dpopt-server: listening on port " << (*server)->port()
-            << (o.tls_cert.empty() ? " (plaintext)" : " (TLS)") << ", database "
-            << o.db_path << std::endl;
+  LogEvent(LogLevel::kInfo, "listening",
+           absl::StrCat("listening on port ", (*server)->port(),
+                        o.tls_cert.empty() ? " (plaintext)" : " (TLS)",
+                        ", database ", o.db_path));
   if ((*server)->console_port() > 0) {
-    std::cerr << "dpopt-server: web console on "
-              << (o.tls_cert.empty() ? "http" : "https") << "://"
-              << o.console_listen.substr(0, o.console_listen.rfind(':')) << ":"
-              << (*server)->console_port() << "/console/" << std::endl;
+    LogEvent(LogLevel::kInfo, "console",
+             absl::StrCat(
+                 "web console on ", o.tls_cert.empty() ? "http" : "https",
+                 "://", o.console_listen.substr(0, o.console_listen.rfind(':')),
+                 ":", (*server)->console_port(), "/console/"));
   }
   if ((*server)->metrics_port() > 0) {
-    std::cerr << "dpopt-server: metrics on http://"
-              << o.metrics.listen.substr(0, o.metrics.listen.rfind(':')) << ":"
-              << (*server)->metrics_port() << "/metrics" << std::endl;
+    LogEvent(
+        LogLevel::kInfo, "metrics",
+        absl::StrCat("metrics on http://",
+                     o.metrics.listen.substr(0, o.metrics.listen.rfind(':')),
+                     ":", (*server)->metrics_port(), "/metrics"));
   }
   const dpopt::storage::LedgerMarkCheck& mark = (*server)->ledger_mark_check();
   if (mark.rolled_back) {
-    std::cerr << "dpopt-server: WARNING: started on a ledger ROLLED BACK to "
-                 "charge #"
-              << mark.ledger_seq << " (its high-water mark said "
-              << (mark.mark_seq ? absl::StrCat("#", *mark.mark_seq)
-                                : std::string("nothing readable"))
-              << "): the forgotten charges' budget may be spent again. "
-                 "Recorded in the audit log; the mark now follows this "
-                 "ledger."
-              << std::endl;
+    LogEvent(
+        LogLevel::kWarning, "ledger_rolled_back",
+        absl::StrCat("WARNING: started on a ledger ROLLED BACK to charge #",
+                     mark.ledger_seq, " (its high-water mark said ",
+                     mark.mark_seq ? absl::StrCat("#", *mark.mark_seq)
+                                   : std::string("nothing readable"),
+                     "): the forgotten charges' budget may be spent again. "
+                     "Recorded in the audit log; the mark now follows this "
+                     "ledger."));
   } else if (!mark.mark_seq.has_value()) {
-    std::cerr << "dpopt-server: created the ledger high-water mark "
-              << o.LedgerMarkFile() << " at charge #" << mark.ledger_seq
-              << std::endl;
+    LogEvent(LogLevel::kInfo, "ledger_mark_created",
+             absl::StrCat("created the ledger high-water mark ",
+                          o.LedgerMarkFile(), " at charge #", mark.ledger_seq));
   }
   if ((*server)->discarded_imports() > 0) {
-    std::cerr << "dpopt-server: removed " << (*server)->discarded_imports()
-              << " dataset import(s) interrupted by a previous stop (never "
-                 "visible; nothing was charged)"
-              << std::endl;
+    LogEvent(LogLevel::kInfo, "imports_discarded",
+             absl::StrCat("removed ", (*server)->discarded_imports(),
+                          " dataset import(s) interrupted by a previous stop "
+                          "(never visible; nothing was charged)"));
   }
   if ((*server)->bootstrapped()) {
-    std::cerr << "dpopt-server: created the curator principal \"curator\"; "
-                 "its token is in "
-              << o.TokenFile() << " (mode 0600)" << std::endl;
+    LogEvent(LogLevel::kInfo, "curator_created",
+             absl::StrCat("created the curator principal \"curator\"; its "
+                          "token is in ",
+                          o.TokenFile(), " (mode 0600)"));
   }
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
@@ -346,14 +372,15 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   const absl::Duration drain = absl::GetFlag(FLAGS_drain_timeout);
-  std::cerr << "dpopt-server: draining (signal " << g_signal
-            << "): no new jobs; running jobs may finish within "
-            << absl::FormatDuration(drain) << std::endl;
+  LogEvent(LogLevel::kInfo, "draining",
+           absl::StrCat("draining (signal ", static_cast<int>(g_signal),
+                        "): no new jobs; running jobs may finish within ",
+                        absl::FormatDuration(drain)));
   const bool idle = (*server)->Drain(drain);
-  std::cerr << "dpopt-server: stopped"
-            << (idle ? ""
-                     : " (jobs still running at the drain timeout were "
-                       "cancelled; they stay charged)")
-            << std::endl;
+  LogEvent(LogLevel::kInfo, "stopped",
+           absl::StrCat("stopped",
+                        idle ? ""
+                             : " (jobs still running at the drain timeout "
+                               "were cancelled; they stay charged)"));
   return 0;
 }

@@ -3,7 +3,9 @@
 
 1. With a long job running, SIGTERM: the health check reports NOT_SERVING,
    a new submission is refused with UNAVAILABLE and charges nothing, the
-   running job finishes SUCCEEDED, and the server exits 0.
+   running job finishes SUCCEEDED, and the server exits 0. This server logs
+   with --log-format=json: every line is one JSON object, the job's events
+   carry its id, principal and dataset, and no token secret appears.
 2. With --drain-timeout shorter than the job: the job is cancelled (and stays
    charged) and the server still exits 0 within the timeout plus a margin.
 
@@ -13,6 +15,7 @@ Loopback only; every wait is bounded.
 """
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -58,10 +61,31 @@ def charges(db):
         return conn.execute("SELECT COUNT(*) FROM ledger").fetchone()[0]
 
 
-def scenario(args, drain_timeout, steps, expect_done):
+def check_json_log(path, secret, job_id):
+    events = []
+    with open(path) as f:
+        for line in f:
+            if line.startswith("---- start"):  # the harness's own marker
+                continue
+            events.append(json.loads(line))  # every line is one object
+    for e in events:
+        for key in ("time", "level", "event", "message"):
+            assert key in e, f"{key} missing in {e}"
+    mine = [e for e in events if e.get("job") == job_id]
+    kinds = {e["event"] for e in mine}
+    assert {"job_admitted", "job_finished"} <= kinds, kinds
+    assert all(e.get("principal") == "curator" and e.get("dataset") == "d"
+               for e in mine), mine
+    with open(path) as f:
+        assert secret not in f.read(), "a token secret is in the JSON log"
+    return len(events)
+
+
+def scenario(args, drain_timeout, steps, expect_done, log_format="text"):
     work = h.make_workdir("dpopt-drain-")
     server = h.ServerProcess(args.server, work, workers=1,
-                             extra_args=[f"--drain-timeout={drain_timeout}s"])
+                             extra_args=[f"--drain-timeout={drain_timeout}s",
+                                         f"--log-format={log_format}"])
     try:
         server.start()
         client = server.client()
@@ -105,6 +129,10 @@ def scenario(args, drain_timeout, steps, expect_done):
         else:
             assert state == h.CANCELLED, f"job state {state}, expected CANCELLED"
             assert elapsed < drain_timeout + 20, f"exit took {elapsed:.1f} s"
+        if log_format == "json":
+            n = check_json_log(server.log_path, server.token.split(".", 1)[1],
+                               job.id)
+            print(f"JSON log: {n} events, all parse, no secret")
         print(f"drain-timeout {drain_timeout}s: job {'finished' if expect_done else 'cancelled'}, "
               f"refusal while draining: {refused!r}, exit 0 after {elapsed:.1f} s")
     finally:
@@ -118,7 +146,8 @@ def main():
     ap.add_argument("--server", required=True)
     ap.add_argument("--cli", required=True)
     args = ap.parse_args()
-    scenario(args, drain_timeout=60, steps=3000, expect_done=True)
+    scenario(args, drain_timeout=60, steps=3000, expect_done=True,
+             log_format="json")
     scenario(args, drain_timeout=1, steps=1000000, expect_done=False)
     print("PASS")
     return 0
