@@ -1,5 +1,6 @@
 #include "core/privacy/accountant.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -86,6 +87,50 @@ absl::StatusOr<double> ComputeDelta(const DpEvent& event, double epsilon,
   return absl::InvalidArgumentError("unknown accountant");
 }
 
+// The error when no noise multiplier fits. The RDP accountant converts at a
+// finite grid of orders (the largest is 1024), and that conversion alone
+// costs about (ln(1/delta) - ln(alpha)) / (alpha - 1) + ln(1 - 1/alpha) at
+// the largest order alpha: when the epsilon at the largest allowed noise is
+// within a factor 2 of that floor, the target is out of the RDP accountant's
+// reach, and the message says so (and what to do) instead of blaming the
+// noise.
+namespace {
+
+double LargestFiniteOrder() {
+  double largest = 0;
+  for (double a : DefaultRdpOrders()) {
+    if (std::isfinite(a)) largest = std::max(largest, a);
+  }
+  return largest;
+}
+
+absl::Status NoNoiseReaches(const std::function<DpEvent(double)>& make_event,
+                            double epsilon, double delta, AccountantKind kind,
+                            double max_noise_multiplier) {
+  if (kind == AccountantKind::kRdp && delta > 0) {
+    const double alpha = LargestFiniteOrder();
+    const double floor = (std::log(1 / delta) - std::log(alpha)) / (alpha - 1) +
+                         std::log1p(-1 / alpha);
+    absl::StatusOr<EpsilonResult> at_max =
+        ComputeEpsilon(make_event(max_noise_multiplier), delta, kind);
+    if (at_max.ok() && at_max->epsilon > epsilon &&
+        at_max->epsilon <= 2 * floor) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "the RDP accountant cannot reach epsilon ", epsilon, " at delta ",
+          delta, ": its Renyi orders stop at ", alpha,
+          ", and converting at them costs epsilon ", at_max->epsilon,
+          " even at the largest noise multiplier (", max_noise_multiplier,
+          "). Use the PLD accountant (\"privacy\": {\"accountant\": "
+          "\"ACCOUNTANT_PLD\"}), or a larger epsilon or delta"));
+    }
+  }
+  return absl::OutOfRangeError(
+      absl::StrCat("no noise multiplier up to ", max_noise_multiplier,
+                   " reaches epsilon ", epsilon, " at delta ", delta));
+}
+
+}  // namespace
+
 absl::StatusOr<double> CalibrateNoiseMultiplier(
     const std::function<DpEvent(double)>& make_event, double epsilon,
     double delta, AccountantKind kind, double max_noise_multiplier) {
@@ -114,9 +159,8 @@ absl::StatusOr<double> CalibrateNoiseMultiplier(
     ASSIGN_OR_RETURN(bool ok, fits(hi));
     if (ok) break;
     if (hi >= max_noise_multiplier) {
-      return absl::OutOfRangeError(
-          absl::StrCat("no noise multiplier up to ", max_noise_multiplier,
-                       " reaches epsilon ", epsilon, " at delta ", delta));
+      return NoNoiseReaches(make_event, epsilon, delta, kind,
+                            max_noise_multiplier);
     }
     lo = hi;
     hi = std::min(2 * hi, max_noise_multiplier);

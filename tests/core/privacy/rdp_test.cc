@@ -477,5 +477,35 @@ TEST(CalibrationTest, Errors) {
               StatusIs(absl::StatusCode::kOutOfRange));
 }
 
+// Below the RDP accountant's floor (orders stop at 1024), the error says why
+// and points to PLD; within reach but beyond max_noise_multiplier it does not.
+TEST(CalibrationTest, TargetsBelowTheRdpFloorNameTheAccountant) {
+  const auto gaussian = [](double z) { return DpEvent::Gaussian(z); };
+  const absl::Status below =
+      CalibrateNoiseMultiplier(gaussian, 0.01, 1e-9, AccountantKind::kRdp,
+                               /*max_noise_multiplier=*/1e6)
+          .status();
+  EXPECT_THAT(below, StatusIs(absl::StatusCode::kOutOfRange));
+  EXPECT_THAT(below.message(), ::testing::HasSubstr("orders stop at 1024"));
+  EXPECT_THAT(below.message(), ::testing::HasSubstr("ACCOUNTANT_PLD"));
+  // The conversion's floor at delta 1e-9: (ln(1e9) - ln(1024)) / 1023 +
+  // ln(1 - 1/1024) = 0.01253; the epsilon at z = 1e6 is just above it.
+  ASSERT_OK_AND_ASSIGN(
+      EpsilonResult at_max,
+      ComputeEpsilon(DpEvent::Gaussian(1e6), 1e-9, AccountantKind::kRdp));
+  EXPECT_NEAR(at_max.epsilon, 0.01253, 1e-4);
+  // Reachable with more noise: the old message.
+  const absl::Status capped =
+      CalibrateNoiseMultiplier(gaussian, 1e-3 * 100, 1e-5, AccountantKind::kRdp,
+                               /*max_noise_multiplier=*/2)
+          .status();
+  EXPECT_THAT(capped.message(),
+              ::testing::HasSubstr("no noise multiplier up to 2"));
+  // PLD reaches the RDP-unreachable target.
+  EXPECT_TRUE(
+      CalibrateNoiseMultiplier(gaussian, 0.01, 1e-9, AccountantKind::kPld, 1e6)
+          .ok());
+}
+
 }  // namespace
 }  // namespace dpopt::privacy
