@@ -23,8 +23,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "server/server.h"
 #include "storage/access_store.h"
+#include "storage/audit_archive.h"
 #include "storage/backup.h"
 #include "storage/sqlite.h"
 
@@ -103,7 +105,11 @@ ABSL_FLAG(int, max_watches_per_principal,
           dpopt::server::PrincipalLimits().max_watch_streams,
           "most WatchJob streams one principal may have open; 0 = no limit");
 ABSL_FLAG(std::string, to, "",
-          "backup: the backup file to create (must not exist)");
+          "backup: the backup file to create; audit-archive: the archive "
+          "file to create (must not exist)");
+ABSL_FLAG(std::string, before, "",
+          "audit-archive: archive the audit records older than this date "
+          "(YYYY-MM-DD, UTC midnight, or RFC 3339 time)");
 ABSL_FLAG(std::string, from, "", "restore: the backup file to restore");
 
 namespace {
@@ -164,6 +170,42 @@ int RunAuditVerify() {
             << report->legacy_records
             << " older records from before the chain; head "
             << absl::BytesToHexString(report->head) << std::endl;
+  return 0;
+}
+
+// dpopt-server audit-archive --db=PATH --before=DATE --to=FILE
+int RunAuditArchive() {
+  const std::string when = absl::GetFlag(FLAGS_before);
+  absl::Time before;
+  std::string err;
+  if (when.empty() ||
+      (!absl::ParseTime("%Y-%m-%d", when, absl::UTCTimeZone(), &before, &err) &&
+       !absl::ParseTime(absl::RFC3339_full, when, &before, &err))) {
+    std::cerr << "dpopt-server audit-archive: --before=DATE is required "
+                 "(YYYY-MM-DD or RFC 3339)"
+              << std::endl;
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_to).empty()) {
+    std::cerr << "dpopt-server audit-archive: --to=FILE is required"
+              << std::endl;
+    return 2;
+  }
+  auto r = dpopt::storage::ArchiveAuditLog(absl::GetFlag(FLAGS_db), before,
+                                           absl::GetFlag(FLAGS_to));
+  if (!r.ok()) {
+    std::cerr << "dpopt-server audit-archive: " << r.status() << std::endl;
+    return 1;
+  }
+  if (r->records == 0) {
+    std::cout << "no audit record is older than " << when
+              << "; nothing archived" << std::endl;
+    return 0;
+  }
+  std::cout << "archived audit records #" << r->first_seq << "-#" << r->last_seq
+            << " (" << r->records << ") to " << absl::GetFlag(FLAGS_to)
+            << " (sha256 " << r->file_sha256_hex << "); chain head "
+            << r->chain_head_hex << " (recorded in the audit log)" << std::endl;
   return 0;
 }
 
@@ -245,7 +287,9 @@ int main(int argc, char** argv) {
       "[--queue=N] [--dataset-cache-mb=N] [--curator-token-file=PATH] "
       "[--tls-cert=PEM "
       "--tls-key=PEM [--tls-client-ca=PEM]] [--insecure] "
-      "[--console-listen=HOST:PORT] [--ledger-mark-file=PATH]\n"
+      "[--console-listen=HOST:PORT] [--ledger-mark-file=PATH] "
+      "[--reflection] [--max-jobs-per-principal=N] "
+      "[--max-estimates-per-second=N] [--max-watches-per-principal=N]\n"
       "       [--mpirun=PATH [--dda-worker=PATH] "
       "[--mpi-hostfile=FILE] [--mpi-args=A,B] [--mpi-timeout=S] "
       "[--mpi-max-ranks=N]]\n"
@@ -255,7 +299,10 @@ int main(int argc, char** argv) {
       "       dpopt-server restore --from=FILE --db=PATH  offline restore "
       "(server stopped; see docs/backup.md)\n"
       "       dpopt-server audit-verify --db=PATH         check the audit "
-      "log's hash chain (safe while the server runs)");
+      "log's hash chain (safe while the server runs)\n"
+      "       dpopt-server audit-archive --db=PATH --before=DATE --to=FILE\n"
+      "                                                   move older audit "
+      "records to FILE (verified; recorded in the log)");
   // Flags are documented with dashes (--tls-cert); Abseil names them with
   // underscores. Accept both spellings of every flag name.
   std::vector<std::string> args(argv, argv + argc);
@@ -271,14 +318,24 @@ int main(int argc, char** argv) {
   std::vector<char*> positional = absl::ParseCommandLine(
       static_cast<int>(normalized.size()), normalized.data());
   const std::string mode = positional.size() > 1 ? positional[1] : "";
-  if (positional.size() > 2 || (!mode.empty() && mode != "backup" &&
-                                mode != "restore" && mode != "audit-verify")) {
+  const bool known_mode = mode.empty() || mode == "backup" ||
+                          mode == "restore" || mode == "audit-verify" ||
+                          mode == "audit-archive";
+  if (positional.size() > 2 || !known_mode) {
     std::cerr << "dpopt-server: unexpected argument \"" << positional.back()
               << "\" (see --help)" << std::endl;
     return 2;
   }
-  if (mode != "backup" && !absl::GetFlag(FLAGS_to).empty()) {
-    std::cerr << "dpopt-server: --to is only for `dpopt-server backup`"
+  if (mode != "backup" && mode != "audit-archive" &&
+      !absl::GetFlag(FLAGS_to).empty()) {
+    std::cerr << "dpopt-server: --to is only for `dpopt-server backup` and "
+                 "`dpopt-server audit-archive`"
+              << std::endl;
+    return 2;
+  }
+  if (mode != "audit-archive" && !absl::GetFlag(FLAGS_before).empty()) {
+    std::cerr << "dpopt-server: --before is only for `dpopt-server "
+                 "audit-archive`"
               << std::endl;
     return 2;
   }
@@ -290,6 +347,7 @@ int main(int argc, char** argv) {
   if (mode == "backup") return RunBackup();
   if (mode == "restore") return RunRestore();
   if (mode == "audit-verify") return RunAuditVerify();
+  if (mode == "audit-archive") return RunAuditArchive();
 
   dpopt::server::ServerOptions o;
   o.db_path = absl::GetFlag(FLAGS_db);

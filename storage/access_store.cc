@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/base/internal/endian.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
@@ -443,7 +444,16 @@ absl::StatusOr<AuditChainReport> AccessStore::VerifyAuditChain(
       conn.Prepare("SELECT seq, at, principal, method, dataset, job_id, "
                    "target, code, detail, peer, token_id, hash FROM audit "
                    "ORDER BY seq"));
+  // After an archive (storage/audit_archive.h) the chain continues from the
+  // last archived record's hash.
   std::string prev;
+  {
+    ASSIGN_OR_RETURN(Statement anchor,
+                     conn.Prepare("SELECT value FROM meta WHERE key = "
+                                  "'audit_chain_anchor_hash'"));
+    ASSIGN_OR_RETURN(bool row, anchor.Step());
+    if (row) prev = absl::HexStringToBytes(anchor.ColumnText(0));
+  }
   for (;;) {
     ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -26,6 +28,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
+#include "server/auth.h"
 #include "server/server.h"
 #include "storage/access_store.h"
 #include "storage/backup.h"
@@ -284,6 +287,8 @@ TEST(HostileClientTest, EveryRequestStringFieldIsLengthChecked) {
       ++checked;
     }
   }
+  Figure("limits: unary RPCs whose string fields were over their limits",
+         checked, "RPCs");
   EXPECT_GE(checked, 15);
   // The streaming RPCs.
   {
@@ -707,6 +712,46 @@ TEST(HostileClientTest, AuditChainDetectsARemovedRecord) {
   auto report = storage::AccessStore::VerifyAuditChain(**conn);
   ASSERT_TRUE(report.ok());
   EXPECT_FALSE(report->ok());
+}
+
+TEST(HostileClientTest, AuditArchiveMovesOldRecordsAndKeepsTheChain) {
+  TestServer server;
+  for (int i = 0; i < 5; ++i) server.CreateAnalyst(absl::StrCat("old", i));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const absl::Time cut = absl::Now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 3; ++i) server.CreateAnalyst(absl::StrCat("new", i));
+  const int64_t total = static_cast<int64_t>(Audit(server).size());
+  const std::string db = server.db_path();
+  const std::string archive = db + ".audit-archive.jsonl";
+  // While the server runs.
+  const std::string cmd = absl::StrCat(
+      DPOPT_SERVER_BIN, " audit-archive --db=", db, " --before=",
+      absl::FormatTime(absl::RFC3339_full, cut, absl::UTCTimeZone()),
+      " --to=", archive, " > /dev/null 2>&1");
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  ExpectPrivate(archive);
+  // A second archive to the same file is refused.
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  const std::string contents = ReadFileOrDie(archive);
+  const int64_t lines = std::count(contents.begin(), contents.end(), '\n');
+  std::vector<v1::AuditEntry> left = Audit(server);
+  // Header + the archived records; the rest stay, plus the archive's record
+  // (and the ListAudit calls of this test).
+  EXPECT_GE(lines - 1, 1);
+  EXPECT_LT(lines - 1, total);
+  bool recorded = false;
+  for (const v1::AuditEntry& e : left) {
+    if (e.method() != "Server/AuditArchive") continue;
+    recorded = true;
+    EXPECT_THAT(e.detail(),
+                HasSubstr(absl::BytesToHexString(server::Sha256(contents))));
+  }
+  EXPECT_TRUE(recorded);
+  server.Stop();
+  const std::string verify = absl::StrCat(
+      DPOPT_SERVER_BIN, " audit-verify --db=", db, " > /dev/null 2>&1");
+  EXPECT_EQ(std::system(verify.c_str()), 0);
 }
 
 // ----------------------------------------------------- reflection
