@@ -89,10 +89,12 @@ class Call {
     return s;
   }
   // Streams: whether the caller's token still authenticates (not revoked
-  // or expired since the call began).
+  // or expired since the call began). A storage hiccup during the check
+  // (UNAVAILABLE) does not end the stream; the next check decides.
   bool StillAuthenticated() const {
     absl::StatusOr<Caller> again = env_.auth->Authenticate(authorization_);
-    return again.ok() && again->token_id == caller_.token_id;
+    if (!again.ok()) return !absl::IsUnauthenticated(again.status());
+    return again->token_id == caller_.token_id;
   }
   Call& dataset(std::string d) {
     dataset_ = std::move(d);
