@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -184,6 +185,13 @@ int RunCli(int argc, char** argv, const std::vector<Command>& commands) {
   g.timeout_s = *timeout;
   if (absl::Status creds = ResolveCredentials(parsed, g); !creds.ok()) {
     return UsageError(creds);
+  }
+  // `dpopt privacy ...` computes locally and opens no connection.
+  if (!absl::StartsWith(selected->path, "privacy")) {
+    if (absl::Status safe = CheckConnectionSecurity(g); !safe.ok()) {
+      std::cerr << "dpopt: " << safe.message() << std::endl;
+      return 2;
+    }
   }
   return selected->run(parsed, g);
 }

@@ -9,6 +9,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/transport_policy.h"
+#include "core/common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace dpopt::client {
@@ -30,6 +32,9 @@ const std::vector<FlagSpec>& GlobalFlags() {
        "CA certificate (PEM) to verify the server; enables TLS", "PEM"},
       {"tls-cert", false, "client certificate (PEM) for mutual TLS", "PEM"},
       {"tls-key", false, "client private key (PEM) for mutual TLS", "PEM"},
+      {"insecure", true,
+       "allow plaintext to a non-loopback server (the token crosses the "
+       "network in clear text; without it such connections are refused)"},
       {"help", true, "show help for the command"},
   };
   return *flags;
@@ -219,14 +224,19 @@ absl::Status ResolveCredentials(const ParsedArgs& a, Globals& g) {
           absl::StrCat("--token-file: ", t.status().message()));
     }
     g.token = trim(*t);
+    g.token_file = a.Get("token-file");
   } else if (const char* env = std::getenv("DPOPT_TOKEN");
              env != nullptr && *env != '\0') {
     g.token = trim(env);
   } else if (const char* home = std::getenv("HOME"); home != nullptr) {
-    absl::StatusOr<std::string> t =
-        ReadFile(absl::StrCat(home, "/.config/dpopt/token"));
-    if (t.ok()) g.token = trim(*t);
+    const std::string path = absl::StrCat(home, "/.config/dpopt/token");
+    absl::StatusOr<std::string> t = ReadFile(path);
+    if (t.ok()) {
+      g.token = trim(*t);
+      g.token_file = path;
+    }
   }
+  g.insecure = a.GetBool("insecure");
   g.tls_ca = a.Get("tls-ca");
   g.tls_cert = a.Get("tls-cert");
   g.tls_key = a.Get("tls-key");
@@ -243,6 +253,11 @@ absl::Status ResolveCredentials(const ParsedArgs& a, Globals& g) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckConnectionSecurity(const Globals& g) {
+  if (!g.token_file.empty()) RETURN_IF_ERROR(CheckTokenFile(g.token_file));
+  return CheckPlaintextPolicy(g.server, !g.tls_ca.empty(), g.insecure);
 }
 
 }  // namespace dpopt::client

@@ -30,6 +30,10 @@ struct Globals {
   // Bearer token (from --token-file, $DPOPT_TOKEN or
   // ~/.config/dpopt/token, in that order); empty = none.
   std::string token;
+  // The file the token came from (empty: none, or $DPOPT_TOKEN).
+  std::string token_file;
+  // --insecure: allow plaintext to a non-loopback address.
+  bool insecure = false;
   // TLS: CA to verify the server (enables TLS), client certificate and key
   // for mutual TLS.
   std::string tls_ca;
@@ -90,6 +94,10 @@ void PrintBudget(const pb::BudgetStatus& b);
 // Resolves the token and TLS settings of `g` from the parsed flags and the
 // environment. INVALID_ARGUMENT for unreadable files.
 absl::Status ResolveCredentials(const ParsedArgs& a, Globals& g);
+// Before a command talks to the server (client/transport_policy.h): the
+// token file must be private, and plaintext needs a loopback address or
+// --insecure. FAILED_PRECONDITION with the fix otherwise.
+absl::Status CheckConnectionSecurity(const Globals& g);
 
 // Command groups, one file each (client/<group>.cc).
 std::vector<Command> DatasetCommands();

@@ -77,21 +77,21 @@ absl::StatusOr<Caller> Authenticator::Authenticate(
   }
   const auto& [tok, principal] = *found;
   const std::string hash = Sha256(secret);
-  const bool match = tok.secret_sha256.size() == hash.size() &&
-                     CRYPTO_memcmp(tok.secret_sha256.data(), hash.data(),
-                                   hash.size()) == 0;
+  const bool match =
+      tok.secret_sha256.size() == hash.size() &&
+      CRYPTO_memcmp(tok.secret_sha256.data(), hash.data(), hash.size()) == 0;
   const int64_t now = NowMicros();
   if (!match || tok.revoked_at_micros != 0 ||
       principal.revoked_at_micros != 0 ||
       (tok.expires_at_micros != 0 && now >= tok.expires_at_micros)) {
     return Unauthenticated();
   }
-  return Caller{principal.name, principal.role};
+  return Caller{principal.name, principal.role, tok.id};
 }
 
-absl::StatusOr<IssuedToken> Authenticator::Issue(const std::string& principal,
-                                                 int64_t ttl_seconds,
-                                                 const std::string& label) const {
+absl::StatusOr<IssuedToken> Authenticator::Issue(
+    const std::string& principal, int64_t ttl_seconds,
+    const std::string& label) const {
   if (ttl_seconds < 0 || ttl_seconds > int64_t{100} * 365 * 86400) {
     return absl::InvalidArgumentError(
         "token lifetime must be 0 (never expires) or up to 100 years");
@@ -110,7 +110,8 @@ absl::StatusOr<IssuedToken> Authenticator::Issue(const std::string& principal,
   out.record.label = label;
   out.record.created_at_micros = NowMicros();
   out.record.expires_at_micros =
-      ttl_seconds == 0 ? 0 : out.record.created_at_micros + ttl_seconds * 1000000;
+      ttl_seconds == 0 ? 0
+                       : out.record.created_at_micros + ttl_seconds * 1000000;
   RETURN_IF_ERROR(db_->access().InsertToken(out.record));
   out.record.secret_sha256.clear();
   out.token = absl::StrCat(id, ".", secret);
@@ -126,8 +127,8 @@ absl::StatusOr<bool> Authenticator::Bootstrap(
   }
   // Create the file first (exclusively, 0600), so a token is never issued
   // that cannot be handed to the curator.
-  const int fd = ::open(token_file.c_str(),
-                        O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const int fd =
+      ::open(token_file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot create the curator token file ", token_file, ": ",
@@ -159,8 +160,7 @@ absl::Status Authenticator::CheckDatasetVisible(
   // Curators see everything, including deleted datasets' ledgers (the
   // managers report a missing dataset themselves).
   if (caller.curator()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(storage::DatasetRecord record,
-                   db_->datasets().Get(dataset));
+  ASSIGN_OR_RETURN(storage::DatasetRecord record, db_->datasets().Get(dataset));
   if (record.is_public) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::optional<storage::GrantRecord> grant,
                    db_->access().FindGrant(caller.name, dataset));
@@ -174,9 +174,8 @@ absl::Status Authenticator::CheckDatasetVisible(
 absl::Status Authenticator::RequireCurator(const Caller& caller,
                                            absl::string_view what) {
   if (caller.curator()) return absl::OkStatus();
-  return absl::PermissionDeniedError(
-      absl::StrCat(what, " is for curators; \"", caller.name,
-                   "\" is an analyst"));
+  return absl::PermissionDeniedError(absl::StrCat(
+      what, " is for curators; \"", caller.name, "\" is an analyst"));
 }
 
 }  // namespace dpopt::server

@@ -23,6 +23,7 @@ namespace dpopt::server {
 struct Caller {
   std::string name;
   storage::Role role = storage::Role::kAnalyst;
+  std::string token_id;  // public id of the token used (never the secret)
   bool curator() const { return role == storage::Role::kCurator; }
 };
 

@@ -142,6 +142,10 @@ absl::Status JobManager::Options::Validate() const {
   if (queue_capacity < 1) {
     return absl::InvalidArgumentError("queue_capacity must be >= 1");
   }
+  if (max_active_jobs_per_principal < 0) {
+    return absl::InvalidArgumentError(
+        "max_active_jobs_per_principal must be >= 0 (0 = no limit)");
+  }
   if (mpi.has_value()) RETURN_IF_ERROR(mpi->Validate());
   return dataset_cache.Validate();
 }
@@ -157,6 +161,9 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
   ro.workers = options.workers;
   ro.queue_capacity = options.queue_capacity;
   ASSIGN_OR_RETURN(m->runner_, jobs::JobRunner::Create(ro));
+  m->active_jobs_ = std::make_unique<ConcurrencyLimiter>(
+      options.max_active_jobs_per_principal, "jobs queued or running",
+      "--max-jobs-per-principal");
   return m;
 }
 
@@ -376,7 +383,11 @@ absl::StatusOr<v1::Job> JobManager::Admit(
   ASSIGN_OR_RETURN(Prepared prepared, Prepare(spec));
   prepared.principal = principal;
   auto p = std::make_shared<Prepared>(std::move(prepared));
-  // Reserve a queue slot first: a full queue must never cost budget.
+  // The principal's job slot and a queue slot first: neither limit may
+  // cost budget. The slot is released when the job's work is dropped
+  // (after it ran, or unrun at shutdown) or on any return before that.
+  ASSIGN_OR_RETURN(std::shared_ptr<ConcurrencyLimiter::Slot> slot,
+                   active_jobs_->Acquire(principal));
   ASSIGN_OR_RETURN(jobs::JobRunner::Ticket ticket, runner_->Reserve());
 
   JobRecord record;
@@ -435,11 +446,10 @@ absl::StatusOr<v1::Job> JobManager::Admit(
   // Durable from here on. The worker loads private rows only after this.
   const std::string id = record.id;
   active_.fetch_add(1);
-  absl::Status queued =
-      runner_->Submit(std::move(ticket), id,
-                      [this, id, p](const jobs::CancellationToken& token) {
-                        Execute(id, p, token);
-                      });
+  absl::Status queued = runner_->Submit(
+      std::move(ticket), id,
+      [this, id, p, slot = std::move(slot)](
+          const jobs::CancellationToken& token) { Execute(id, p, token); });
   if (!queued.ok()) {
     active_.fetch_sub(1);
     // Only during shutdown. The charge stands (it is durable); the job fails.

@@ -24,6 +24,7 @@
 #include "server/dataset_cache.h"
 #include "server/dataset_manager.h"
 #include "server/metrics.h"
+#include "server/principal_limits.h"
 #include "server/trace_hub.h"
 #include "storage/database.h"
 
@@ -43,6 +44,9 @@ class JobManager {
     // Job metrics (server/metrics.h); null = none. Not owned; must outlive
     // the manager.
     Metrics* metrics = nullptr;
+    // Queued + running jobs of one principal, public-dataset jobs included
+    // (server/principal_limits.h); 0 = no limit.
+    int max_active_jobs_per_principal = 0;
     absl::Status Validate() const;
   };
 
@@ -61,10 +65,11 @@ class JobManager {
   // the admissibility shown.
   absl::StatusOr<v1::JobEstimate> Estimate(const v1::JobSpec& spec,
                                            const std::string& principal = "");
-  // Charges and queues a job. RESOURCE_EXHAUSTED if the budget or the queue
-  // cannot take it (then nothing is charged). `on_id` (optional) learns the
-  // new job's id before the admission transaction commits (the RPC's audit
-  // record, written in that transaction, names the job).
+  // Charges and queues a job. RESOURCE_EXHAUSTED if the budget, the queue
+  // or the principal's job limit cannot take it (then nothing is charged).
+  // `on_id` (optional) learns the new job's id before the admission transaction
+  // commits (the RPC's audit record, written in that transaction, names the
+  // job).
   absl::StatusOr<v1::Job> Submit(
       const v1::JobSpec& spec, const std::string& principal,
       const std::function<void(const std::string&)>& on_id = nullptr);
@@ -131,6 +136,7 @@ class JobManager {
   TraceHub* hub_;
   std::unique_ptr<DatasetCache> cache_;
   std::unique_ptr<jobs::JobRunner> runner_;
+  std::unique_ptr<ConcurrencyLimiter> active_jobs_;
 };
 
 }  // namespace dpopt::server

@@ -1,4 +1,5 @@
 // dpopt-server: the curator's long-running gRPC service.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -24,7 +26,10 @@
 #include "absl/time/time.h"
 #include "server/event_log.h"
 #include "server/server.h"
+#include "storage/access_store.h"
+#include "storage/audit_archive.h"
 #include "storage/backup.h"
+#include "storage/sqlite.h"
 
 ABSL_FLAG(std::string, db, "dpopt.db",
           "SQLite database file (created and migrated on first start)");
@@ -100,8 +105,27 @@ ABSL_FLAG(bool, allow_ledger_rollback_respending_budget, false,
           "BUDGET MAY BE SPENT AGAIN on the same data and the datasets' "
           "(epsilon, delta) guarantees no longer hold as stated. Recorded in "
           "the audit log; the mark is then reset to the restored ledger");
+ABSL_FLAG(bool, reflection, false,
+          "serve gRPC server reflection (lets any client that reaches the "
+          "port list the services and messages); off by default");
+ABSL_FLAG(int, max_jobs_per_principal,
+          dpopt::server::PrincipalLimits().max_active_jobs,
+          "most jobs one principal may have queued or running (public-"
+          "dataset jobs included); over it SubmitJob fails with "
+          "RESOURCE_EXHAUSTED and nothing is charged; 0 = no limit");
+ABSL_FLAG(int, max_estimates_per_second,
+          dpopt::server::PrincipalLimits().max_estimates_per_second,
+          "most EstimateJob calls one principal may make per second (bursts "
+          "of one second's worth); 0 = no limit");
+ABSL_FLAG(int, max_watches_per_principal,
+          dpopt::server::PrincipalLimits().max_watch_streams,
+          "most WatchJob streams one principal may have open; 0 = no limit");
 ABSL_FLAG(std::string, to, "",
-          "backup: the backup file to create (must not exist)");
+          "backup: the backup file to create; audit-archive: the archive "
+          "file to create (must not exist)");
+ABSL_FLAG(std::string, before, "",
+          "audit-archive: archive the audit records older than this date "
+          "(YYYY-MM-DD, UTC midnight, or RFC 3339 time)");
 ABSL_FLAG(std::string, from, "", "restore: the backup file to restore");
 
 using dpopt::server::LogEvent;
@@ -135,6 +159,75 @@ int RunBackup() {
   }
   std::cout << "backup of " << absl::GetFlag(FLAGS_db) << " written to "
             << info->path << ": " << Describe(*info) << std::endl;
+  return 0;
+}
+
+// dpopt-server audit-verify --db=PATH
+int RunAuditVerify() {
+  dpopt::storage::ConnectionOptions options;
+  options.read_only = true;
+  options.create_if_missing = false;
+  auto conn =
+      dpopt::storage::Connection::Open(absl::GetFlag(FLAGS_db), options);
+  if (!conn.ok()) {
+    std::cerr << "dpopt-server audit-verify: " << conn.status() << std::endl;
+    return 1;
+  }
+  auto report = dpopt::storage::AccessStore::VerifyAuditChain(**conn);
+  if (!report.ok()) {
+    std::cerr << "dpopt-server audit-verify: " << report.status() << std::endl;
+    return 1;
+  }
+  if (!report->ok()) {
+    std::cout << "audit log of " << absl::GetFlag(FLAGS_db)
+              << ": BROKEN at record #" << report->first_broken_seq
+              << " (its hash does not match its fields and its "
+                 "predecessor: the record, or one before it, was changed or "
+                 "removed outside the server); "
+              << report->records << " records" << std::endl;
+    return 1;
+  }
+  std::cout << "audit log of " << absl::GetFlag(FLAGS_db) << ": "
+            << report->chained_records << " chained records verified, "
+            << report->legacy_records
+            << " older records from before the chain; head "
+            << absl::BytesToHexString(report->head) << std::endl;
+  return 0;
+}
+
+// dpopt-server audit-archive --db=PATH --before=DATE --to=FILE
+int RunAuditArchive() {
+  const std::string when = absl::GetFlag(FLAGS_before);
+  absl::Time before;
+  std::string err;
+  if (when.empty() ||
+      (!absl::ParseTime("%Y-%m-%d", when, absl::UTCTimeZone(), &before, &err) &&
+       !absl::ParseTime(absl::RFC3339_full, when, &before, &err))) {
+    std::cerr << "dpopt-server audit-archive: --before=DATE is required "
+                 "(YYYY-MM-DD or RFC 3339)"
+              << std::endl;
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_to).empty()) {
+    std::cerr << "dpopt-server audit-archive: --to=FILE is required"
+              << std::endl;
+    return 2;
+  }
+  auto r = dpopt::storage::ArchiveAuditLog(absl::GetFlag(FLAGS_db), before,
+                                           absl::GetFlag(FLAGS_to));
+  if (!r.ok()) {
+    std::cerr << "dpopt-server audit-archive: " << r.status() << std::endl;
+    return 1;
+  }
+  if (r->records == 0) {
+    std::cout << "no audit record is older than " << when
+              << "; nothing archived" << std::endl;
+    return 0;
+  }
+  std::cout << "archived audit records #" << r->first_seq << "-#" << r->last_seq
+            << " (" << r->records << ") to " << absl::GetFlag(FLAGS_to)
+            << " (sha256 " << r->file_sha256_hex << "); chain head "
+            << r->chain_head_hex << " (recorded in the audit log)" << std::endl;
   return 0;
 }
 
@@ -191,6 +284,10 @@ static void LimitMallocArenas() {
 }
 
 int main(int argc, char** argv) {
+  // Everything this process creates (database, WAL, shared-memory index,
+  // backups, the ledger mark, the token file) is for its owner only; the
+  // files are also created with explicit 0600 modes (storage/file_util.h).
+  ::umask(077);
   LimitMallocArenas();
   // Debian builds Abseil without NDEBUG, so absl::Mutex checks every
   // acquisition against a global lock graph (5-10% of the server's CPU time
@@ -212,7 +309,9 @@ int main(int argc, char** argv) {
       "[--queue=N] [--dataset-cache-mb=N] [--curator-token-file=PATH] "
       "[--tls-cert=PEM "
       "--tls-key=PEM [--tls-client-ca=PEM]] [--insecure] "
-      "[--console-listen=HOST:PORT] [--ledger-mark-file=PATH]\n"
+      "[--console-listen=HOST:PORT] [--ledger-mark-file=PATH] "
+      "[--reflection] [--max-jobs-per-principal=N] "
+      "[--max-estimates-per-second=N] [--max-watches-per-principal=N]\n"
       "       [--metrics-listen=HOST:PORT [--metrics-dataset-budgets]] "
       "[--log-format=text|json] [--drain-timeout=60s]\n"
       "       [--mpirun=PATH [--dda-worker=PATH] "
@@ -222,7 +321,12 @@ int main(int argc, char** argv) {
       "(SQLite "
       "backup API), safe while the server runs\n"
       "       dpopt-server restore --from=FILE --db=PATH  offline restore "
-      "(server stopped; see docs/backup.md)");
+      "(server stopped; see docs/backup.md)\n"
+      "       dpopt-server audit-verify --db=PATH         check the audit "
+      "log's hash chain (safe while the server runs)\n"
+      "       dpopt-server audit-archive --db=PATH --before=DATE --to=FILE\n"
+      "                                                   move older audit "
+      "records to FILE (verified; recorded in the log)");
   // Flags are documented with dashes (--tls-cert); Abseil names them with
   // underscores. Accept both spellings of every flag name.
   std::vector<std::string> args(argv, argv + argc);
@@ -247,14 +351,24 @@ int main(int argc, char** argv) {
     SetLogFormat(*format);
   }
   const std::string mode = positional.size() > 1 ? positional[1] : "";
-  if (positional.size() > 2 ||
-      (!mode.empty() && mode != "backup" && mode != "restore")) {
+  const bool known_mode = mode.empty() || mode == "backup" ||
+                          mode == "restore" || mode == "audit-verify" ||
+                          mode == "audit-archive";
+  if (positional.size() > 2 || !known_mode) {
     std::cerr << "dpopt-server: unexpected argument \"" << positional.back()
               << "\" (see --help)" << std::endl;
     return 2;
   }
-  if (mode != "backup" && !absl::GetFlag(FLAGS_to).empty()) {
-    std::cerr << "dpopt-server: --to is only for `dpopt-server backup`"
+  if (mode != "backup" && mode != "audit-archive" &&
+      !absl::GetFlag(FLAGS_to).empty()) {
+    std::cerr << "dpopt-server: --to is only for `dpopt-server backup` and "
+                 "`dpopt-server audit-archive`"
+              << std::endl;
+    return 2;
+  }
+  if (mode != "audit-archive" && !absl::GetFlag(FLAGS_before).empty()) {
+    std::cerr << "dpopt-server: --before is only for `dpopt-server "
+                 "audit-archive`"
               << std::endl;
     return 2;
   }
@@ -265,6 +379,8 @@ int main(int argc, char** argv) {
   }
   if (mode == "backup") return RunBackup();
   if (mode == "restore") return RunRestore();
+  if (mode == "audit-verify") return RunAuditVerify();
+  if (mode == "audit-archive") return RunAuditArchive();
 
   dpopt::server::ServerOptions o;
   o.db_path = absl::GetFlag(FLAGS_db);
@@ -281,6 +397,11 @@ int main(int argc, char** argv) {
   o.console_listen = absl::GetFlag(FLAGS_console_listen);
   o.metrics.listen = absl::GetFlag(FLAGS_metrics_listen);
   o.metrics.dataset_budgets = absl::GetFlag(FLAGS_metrics_dataset_budgets);
+  o.reflection = absl::GetFlag(FLAGS_reflection);
+  o.limits.max_active_jobs = absl::GetFlag(FLAGS_max_jobs_per_principal);
+  o.limits.max_estimates_per_second =
+      absl::GetFlag(FLAGS_max_estimates_per_second);
+  o.limits.max_watch_streams = absl::GetFlag(FLAGS_max_watches_per_principal);
   if (!absl::GetFlag(FLAGS_mpirun).empty()) {
     dpopt::optim::distributed_dda::MpiSettings m;
     m.mpirun = absl::GetFlag(FLAGS_mpirun);
@@ -314,6 +435,10 @@ int main(int argc, char** argv) {
               << " WITHOUT TLS; bearer tokens and results cross the network "
                  "in clear text. Use only behind a TLS-terminating proxy."
               << std::endl;
+  }
+  if (const std::string w = dpopt::server::DatabaseDirectoryWarning(o.db_path);
+      !w.empty()) {
+    std::cerr << "dpopt-server: WARNING: " << w << std::endl;
   }
   auto server = dpopt::server::DpoptServer::Start(o);
   if (!server.ok()) {

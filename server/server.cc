@@ -2,22 +2,28 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "core/common/address.h"
 #include "core/common/status_macros.h"
 #include "core/optim/parallel.h"
 #include "google/protobuf/descriptor.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/auth.h"
+#include "server/call_guards.h"
 #include "server/console/console.h"
 #include "server/dataset_manager.h"
 #include "server/job_manager.h"
+#include "server/principal_limits.h"
 #include "server/services.h"
 #include "server/trace_hub.h"
 #include "storage/database.h"
@@ -26,15 +32,52 @@
 namespace dpopt::server {
 
 bool IsLoopbackAddress(absl::string_view listen) {
-  absl::string_view host = listen;
-  const size_t colon = host.rfind(':');
-  if (colon != absl::string_view::npos) host = host.substr(0, colon);
-  if (absl::ConsumePrefix(&host, "[")) absl::ConsumeSuffix(&host, "]");
-  return host == "localhost" || host == "::1" ||
-         absl::StartsWith(host, "127.") || absl::StartsWith(host, "unix");
+  return ::dpopt::IsLoopbackAddress(listen);
+}
+
+std::string DatabaseDirectoryWarning(const std::string& db_path) {
+  std::string dir = std::filesystem::path(db_path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return "";
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) == 0) return "";
+  return absl::StrFormat(
+      "the database directory %s has mode %04o: other users can list it%s. "
+      "Keep the database in a directory only the server's user can read "
+      "(chmod 700 %s)",
+      dir, st.st_mode & 07777,
+      (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 ? " and replace its files" : "",
+      dir);
 }
 
 namespace {
+
+// Serves gRPC reflection on this server only when asked: linking the
+// reflection library registers its plugin for every ServerBuilder of the
+// process (a static initializer), so the plugin is removed here unless
+// wanted, and added if wanted and missing.
+class ReflectionOption : public grpc::ServerBuilderOption {
+ public:
+  explicit ReflectionOption(bool enabled) : enabled_(enabled) {}
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>*
+                         plugins) override {
+    const std::string name =
+        grpc::reflection::ProtoServerReflectionPlugin().name();
+    auto is_reflection = [&](const auto& p) { return p->name() == name; };
+    plugins->erase(
+        std::remove_if(plugins->begin(), plugins->end(), is_reflection),
+        plugins->end());
+    if (enabled_) {
+      plugins->push_back(
+          std::make_unique<grpc::reflection::ProtoServerReflectionPlugin>());
+    }
+  }
+
+ private:
+  const bool enabled_;
+};
+
 absl::StatusOr<std::string> ReadPem(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -67,6 +110,13 @@ absl::Status ServerOptions::Validate() const {
         "] (0 = hardware threads, at most ",
         optim::ParallelOptions::kDefaultMaxThreads, ")"));
   }
+  if (max_message_bytes < (1 << 20) + (64 << 10) ||
+      max_message_bytes > (64 << 20)) {
+    return absl::InvalidArgumentError(
+        "max_message_bytes must be in [1 MiB + 64 KiB, 64 MiB] (import "
+        "chunks are 1 MiB)");
+  }
+  RETURN_IF_ERROR(limits.Validate());
   if (tls_cert.empty() != tls_key.empty()) {
     return absl::InvalidArgumentError(
         "--tls-cert and --tls-key must be given together");
@@ -131,6 +181,7 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   jo.queue_capacity = options.queue_capacity;
   jo.mpi = options.mpi;
   jo.dataset_cache.capacity_bytes = options.dataset_cache_mb << 20;
+  jo.max_active_jobs_per_principal = options.limits.max_active_jobs;
   ASSIGN_OR_RETURN(
       s->jobs_,
       JobManager::Create(jo, s->db_.get(), s->datasets_.get(), s->hub_.get()));
@@ -138,7 +189,23 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
 
   s->auth_ = std::make_unique<Authenticator>(s->db_.get());
   ASSIGN_OR_RETURN(s->bootstrapped_, s->auth_->Bootstrap(options.TokenFile()));
-  const CallEnv env{s->auth_.get(), &s->db_->access(), s->db_.get()};
+  s->auth_failures_ =
+      std::make_unique<AuthFailureLog>(AuthFailureLog::Options());
+  s->streams_ = std::make_unique<StreamRegistry>();
+  s->watches_ = std::make_unique<ConcurrencyLimiter>(
+      options.limits.max_watch_streams, "open WatchJob streams",
+      "--max-watches-per-principal");
+  s->estimates_ = std::make_unique<RateLimiter>(
+      options.limits.max_estimates_per_second, "EstimateJob calls",
+      "--max-estimates-per-second");
+  CallEnv env;
+  env.auth = s->auth_.get();
+  env.access = &s->db_->access();
+  env.db = s->db_.get();
+  env.auth_failures = s->auth_failures_.get();
+  env.streams = s->streams_.get();
+  env.watches = s->watches_.get();
+  env.estimates = s->estimates_.get();
   s->dataset_service_ = std::make_unique<DatasetServiceImpl>(
       env, s->datasets_.get(), s->jobs_.get());
   s->budget_service_ =
@@ -165,8 +232,8 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   }
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  builder.SetOption(std::make_unique<ReflectionOption>(options.reflection));
   builder.AddListeningPort(options.listen, creds, &s->port_);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   // The synchronous server keeps at most MAX_POLLERS idle threads (default

@@ -13,6 +13,7 @@
 #include "core/optim/distributed_dda/mpi_settings.h"
 #include "grpcpp/grpcpp.h"
 #include "server/metrics.h"
+#include "server/principal_limits.h"
 #include "storage/ledger_mark.h"
 
 namespace dpopt::storage {
@@ -30,6 +31,10 @@ class BudgetServiceImpl;
 class JobServiceImpl;
 class AdminServiceImpl;
 class Authenticator;
+class AuthFailureLog;
+class StreamRegistry;
+class ConcurrencyLimiter;
+class RateLimiter;
 namespace console {
 class Console;
 }
@@ -49,8 +54,15 @@ struct ServerOptions {
   // on large sets; core/optim/parallel.h); 0 = hardware threads, at most 4.
   // Results never depend on it (fixed chunks, fixed-order sums).
   int kernel_threads = 0;
-  // Largest gRPC message accepted (import chunks are 1 MiB).
-  int max_message_bytes = 16 << 20;
+  // Largest gRPC message accepted: ImportDataset's header and chunks (the
+  // CLI and the Python client send 1 MiB chunks). Every other request is
+  // held to server/request_limits.h's kMaxRequestBytes.
+  int max_message_bytes = 4 << 20;
+  // Per-principal limits (server/principal_limits.h has the defaults).
+  PrincipalLimits limits;
+  // gRPC server reflection (lets any client list the services): off unless
+  // --reflection.
+  bool reflection = false;
   // Where the first start on a fresh database writes the curator's bearer
   // token (mode 0600). Empty: db_path + ".curator-token".
   std::string curator_token_file;
@@ -88,8 +100,14 @@ struct ServerOptions {
   }
 };
 
-// True for 127.0.0.0/8, ::1, localhost and unix sockets (HOST:PORT form).
+// True only for literal loopback addresses (127.0.0.0/8, ::1) and Unix
+// sockets (core/common/address.h); "localhost" and other names are not.
 bool IsLoopbackAddress(absl::string_view listen);
+
+// A warning when the directory holding `db_path` can be read or searched by
+// users other than its owner (the database files are 0600, but their names
+// and the backups an operator may copy there are visible); empty if not.
+std::string DatabaseDirectoryWarning(const std::string& db_path);
 
 class DpoptServer {
  public:
@@ -144,6 +162,10 @@ class DpoptServer {
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<AdminServiceImpl> admin_service_;
   std::unique_ptr<Authenticator> auth_;
+  std::unique_ptr<AuthFailureLog> auth_failures_;
+  std::unique_ptr<StreamRegistry> streams_;
+  std::unique_ptr<ConcurrencyLimiter> watches_;
+  std::unique_ptr<RateLimiter> estimates_;
   bool bootstrapped_ = false;
   int64_t discarded_imports_ = 0;
   storage::LedgerMarkCheck mark_check_;

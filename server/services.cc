@@ -1,5 +1,6 @@
 #include "server/services.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -7,6 +8,7 @@
 #include "absl/time/time.h"
 #include "core/common/status_macros.h"
 #include "server/proto_util.h"
+#include "server/request_limits.h"
 #include "server/status_util.h"
 
 namespace dpopt::server {
@@ -24,9 +26,16 @@ bool Terminal(v1::JobState s) {
          s == v1::JOB_STATE_CANCELLED;
 }
 
-// One RPC: authenticates the caller from its metadata on construction and
-// audits it: who, what, which dataset/job/target, outcome. Tokens never
-// reach the log.
+// One RPC: authenticates the caller from its metadata on construction,
+// checks the request's field limits (server/request_limits.h) and audits
+// the call: who (principal, token id, peer), what, which dataset/job/target,
+// outcome. Tokens never reach the log.
+//  * Unauthenticated: the record holds only the method, the outcome, the
+//    peer address (at most kMaxPeerBytes) and the time; nothing from the
+//    request. At most one such record per peer per minute
+//    (AuthFailureLog), carrying the count of the ones not recorded.
+//  * Authenticated, request over a limit: principal, token id, peer,
+//    method and outcome; nothing from the request.
 //  * A change: while the Call lives, a ScopedCommitHook writes the audit
 //    record (code OK) inside the first write transaction this RPC commits,
 //    so the change and its audit record commit together or not at all.
@@ -38,9 +47,15 @@ bool Terminal(v1::JobState s) {
 //    for the committed change, then the error.
 class Call {
  public:
-  Call(const CallEnv& env, const grpc::ServerContext* ctx, const char* method)
+  // `request` (may be null: streams check their messages with
+  // CheckLimits) is checked against the field limits once the caller is
+  // authenticated.
+  Call(const CallEnv& env, const grpc::ServerContext* ctx, const char* method,
+       const google::protobuf::Message* request,
+       size_t max_request_bytes = kMaxRequestBytes)
       : env_(env),
         method_(method),
+        peer_(ctx->peer()),
         hook_([this](storage::Connection& conn) -> absl::Status {
           if (hook_.commits() > 0) return absl::OkStatus();  // once per RPC
           return storage::AccessStore::AppendAuditLocked(
@@ -48,17 +63,39 @@ class Call {
         }) {
     const auto& md = ctx->client_metadata();
     const auto it = md.find("authorization");
-    const std::string value =
-        it == md.end() ? "" : std::string(it->second.data(), it->second.size());
-    absl::StatusOr<Caller> caller = env_.auth->Authenticate(value);
-    if (caller.ok()) {
-      caller_ = *std::move(caller);
-    } else {
-      auth_ = caller.status();
+    if (it != md.end()) {
+      authorization_.assign(it->second.data(), it->second.size());
     }
+    absl::StatusOr<Caller> caller = env_.auth->Authenticate(authorization_);
+    if (!caller.ok()) {
+      admitted_ = caller.status();
+      return;
+    }
+    caller_ = *std::move(caller);
+    authenticated_ = true;
+    if (request != nullptr) (void)CheckLimits(*request, max_request_bytes);
   }
-  const absl::Status& auth() const { return auth_; }
+  // OK once the caller is authenticated and the request within its limits.
+  const absl::Status& admitted() const { return admitted_; }
   const Caller& caller() const { return caller_; }
+  // For messages read after the call starts (ImportDataset's stream).
+  absl::Status CheckLimits(const google::protobuf::Message& m,
+                           size_t max_bytes) {
+    absl::Status s = CheckRequestLimits(m, max_bytes);
+    if (!s.ok()) {
+      fields_valid_ = false;
+      admitted_.Update(s);
+    }
+    return s;
+  }
+  // Streams: whether the caller's token still authenticates (not revoked
+  // or expired since the call began). A storage hiccup during the check
+  // (UNAVAILABLE) does not end the stream; the next check decides.
+  bool StillAuthenticated() const {
+    absl::StatusOr<Caller> again = env_.auth->Authenticate(authorization_);
+    if (!again.ok()) return !absl::IsUnauthenticated(again.status());
+    return again->token_id == caller_.token_id;
+  }
   Call& dataset(std::string d) {
     dataset_ = std::move(d);
     return *this;
@@ -72,6 +109,22 @@ class Call {
     return *this;
   }
   grpc::Status Done(const absl::Status& s) {
+    if (!authenticated_) {
+      std::optional<int64_t> suppressed =
+          env_.auth_failures == nullptr
+              ? std::optional<int64_t>(0)
+              : env_.auth_failures->Admit(PeerHost(peer_));
+      if (suppressed.has_value()) {
+        storage::AuditRecord r = Record(s);
+        if (*suppressed > 0) {
+          r.detail = absl::StrCat(*suppressed,
+                                  " earlier unauthenticated call(s) from this "
+                                  "peer were not recorded");
+        }
+        (void)env_.access->AppendAudit(r);
+      }
+      return ToGrpcStatus(s);
+    }
     if (hook_.commits() == 0 || !s.ok()) {
       // Best effort: nothing was changed by this RPC (or the change is
       // already audited and this records the later failure).
@@ -83,22 +136,34 @@ class Call {
  private:
   storage::AuditRecord Record(const absl::Status& s) const {
     storage::AuditRecord r;
-    r.principal = caller_.name;
     r.method = method_;
+    r.code = static_cast<int>(s.code());
+    r.peer = AuditedPeer(peer_);
+    if (!authenticated_) return r;
+    r.principal = caller_.name;
+    r.token_id = caller_.token_id;
+    if (!fields_valid_) return r;
     r.dataset = dataset_;
     r.job_id = job_;
     r.target = target_;
-    r.code = static_cast<int>(s.code());
     return r;
   }
 
   const CallEnv& env_;
   const char* method_;
-  absl::Status auth_;
+  const std::string peer_;
+  std::string authorization_;
+  absl::Status admitted_;
+  bool authenticated_ = false;
+  bool fields_valid_ = true;
   Caller caller_;
   std::string dataset_, job_, target_;
   storage::ScopedCommitHook hook_;
 };
+
+// How often a stream re-checks its caller's token (revocation also cancels
+// streams at once through the StreamRegistry; this catches expiry).
+constexpr absl::Duration kStreamAuthRecheck = absl::Seconds(1);
 
 v1::Role ToProtoRole(storage::Role r) {
   return r == storage::Role::kCurator ? v1::ROLE_CURATOR : v1::ROLE_ANALYST;
@@ -156,16 +221,25 @@ grpc::Status DatasetServiceImpl::ImportDataset(
     grpc::ServerContext* ctx,
     grpc::ServerReader<v1::ImportDatasetRequest>* reader,
     v1::DatasetInfo* response) {
-  Call call(env_, ctx, "DatasetService/ImportDataset");
-  if (!call.auth().ok()) return call.Done(call.auth());
+  Call call(env_, ctx, "DatasetService/ImportDataset", nullptr);
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   absl::Status allowed =
       Authenticator::RequireCurator(call.caller(), "importing datasets");
   if (!allowed.ok()) return call.Done(allowed);
+  // Revoking the caller's token or principal cancels this stream.
+  std::unique_ptr<StreamRegistry::Handle> registered =
+      env_.streams == nullptr ? nullptr
+                              : env_.streams->Register(call.caller().token_id,
+                                                       call.caller().name, ctx);
   v1::ImportDatasetRequest req;
   if (!reader->Read(&req) || !req.has_header()) {
     return call.Done(absl::InvalidArgumentError(
         "the first ImportDataset message must be the header"));
   }
+  // The header's fields have the usual limits; the message as a whole is
+  // bounded by the server's receive limit.
+  absl::Status header_ok = call.CheckLimits(req.header(), 0);
+  if (!header_ok.ok()) return call.Done(header_ok);
   const v1::ImportHeader header = req.header();
   call.dataset(header.name());
   // Chunks are parsed and stored as they arrive (memory bounded by one
@@ -173,10 +247,19 @@ grpc::Status DatasetServiceImpl::ImportDataset(
   absl::StatusOr<std::unique_ptr<DatasetManager::PendingImport>> import =
       datasets_->BeginImport(header);
   if (!import.ok()) return call.Done(import.status());
+  absl::Time last_auth = absl::Now();
   while (reader->Read(&req)) {
     if (req.has_header()) {
       return call.Done(absl::InvalidArgumentError(
           "only the first message may carry a header"));
+    }
+    if (absl::Now() - last_auth > kStreamAuthRecheck) {
+      last_auth = absl::Now();
+      if (!call.StillAuthenticated()) {
+        return call.Done(absl::UnauthenticatedError(
+            "the token was revoked or expired during the import; nothing "
+            "imported"));
+      }
     }
     absl::Status written = (*import)->Write(req.chunk());
     if (!written.ok()) return call.Done(written);
@@ -185,14 +268,19 @@ grpc::Status DatasetServiceImpl::ImportDataset(
     return call.Done(
         absl::CancelledError("import cancelled; nothing imported"));
   }
+  if (!call.StillAuthenticated()) {
+    return call.Done(absl::UnauthenticatedError(
+        "the token was revoked or expired during the import; nothing "
+        "imported"));
+  }
   return call.Done(Assign((*import)->Finish(), response));
 }
 
 grpc::Status DatasetServiceImpl::ListDatasets(
     grpc::ServerContext* ctx, const v1::ListDatasetsRequest* request,
     v1::ListDatasetsResponse* response) {
-  Call call(env_, ctx, "DatasetService/ListDatasets");
-  if (!call.auth().ok()) return call.Done(call.auth());
+  Call call(env_, ctx, "DatasetService/ListDatasets", request);
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   absl::StatusOr<v1::ListDatasetsResponse> all = datasets_->List();
   if (!all.ok()) return call.Done(all.status());
   for (v1::DatasetInfo& d : *all->mutable_datasets()) {
@@ -206,9 +294,9 @@ grpc::Status DatasetServiceImpl::ListDatasets(
 grpc::Status DatasetServiceImpl::GetDataset(
     grpc::ServerContext* ctx, const v1::GetDatasetRequest* request,
     v1::DatasetInfo* response) {
-  Call call(env_, ctx, "DatasetService/GetDataset");
+  Call call(env_, ctx, "DatasetService/GetDataset", request);
   call.dataset(request->name());
-  if (!call.auth().ok()) return call.Done(call.auth());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   absl::Status s =
       env_.auth->CheckDatasetVisible(call.caller(), request->name());
   if (s.ok()) s = Assign(datasets_->Get(request->name()), response);
@@ -218,9 +306,9 @@ grpc::Status DatasetServiceImpl::GetDataset(
 grpc::Status DatasetServiceImpl::DeleteDataset(
     grpc::ServerContext* ctx, const v1::DeleteDatasetRequest* request,
     v1::DeleteDatasetResponse* response) {
-  Call call(env_, ctx, "DatasetService/DeleteDataset");
+  Call call(env_, ctx, "DatasetService/DeleteDataset", request);
   call.dataset(request->name());
-  if (!call.auth().ok()) return call.Done(call.auth());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   return call.Done(Assign(
       [&]() -> absl::StatusOr<v1::DeleteDatasetResponse> {
         RETURN_IF_ERROR(
@@ -249,9 +337,9 @@ grpc::Status DatasetServiceImpl::DeleteDataset(
 grpc::Status BudgetServiceImpl::GetBudget(grpc::ServerContext* ctx,
                                           const v1::GetBudgetRequest* request,
                                           v1::BudgetStatus* response) {
-  Call call(env_, ctx, "BudgetService/GetBudget");
+  Call call(env_, ctx, "BudgetService/GetBudget", request);
   call.dataset(request->dataset());
-  if (!call.auth().ok()) return call.Done(call.auth());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   absl::Status s =
       env_.auth->CheckDatasetVisible(call.caller(), request->dataset());
   if (s.ok()) {
@@ -264,9 +352,9 @@ grpc::Status BudgetServiceImpl::GetBudget(grpc::ServerContext* ctx,
 grpc::Status BudgetServiceImpl::ListLedger(grpc::ServerContext* ctx,
                                            const v1::ListLedgerRequest* request,
                                            v1::ListLedgerResponse* response) {
-  Call call(env_, ctx, "BudgetService/ListLedger");
+  Call call(env_, ctx, "BudgetService/ListLedger", request);
   call.dataset(request->dataset());
-  if (!call.auth().ok()) return call.Done(call.auth());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   absl::Status s =
       env_.auth->CheckDatasetVisible(call.caller(), request->dataset());
   if (s.ok()) {
@@ -294,10 +382,13 @@ absl::StatusOr<v1::Job> JobServiceImpl::OwnJob(const Caller& caller,
 grpc::Status JobServiceImpl::EstimateJob(grpc::ServerContext* ctx,
                                          const v1::EstimateJobRequest* request,
                                          v1::JobEstimate* response) {
-  Call call(env_, ctx, "JobService/EstimateJob");
+  Call call(env_, ctx, "JobService/EstimateJob", request);
   call.dataset(request->spec().dataset());
-  if (!call.auth().ok()) return call.Done(call.auth());
-  absl::Status s = CheckSpecVisible(*env_.auth, call.caller(), request->spec());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
+  absl::Status s = env_.estimates == nullptr
+                       ? absl::OkStatus()
+                       : env_.estimates->Allow(call.caller().name);
+  if (s.ok()) s = CheckSpecVisible(*env_.auth, call.caller(), request->spec());
   if (s.ok())
     s = Assign(jobs_->Estimate(request->spec(), call.caller().name), response);
   return call.Done(s);
@@ -306,9 +397,9 @@ grpc::Status JobServiceImpl::EstimateJob(grpc::ServerContext* ctx,
 grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* ctx,
                                        const v1::SubmitJobRequest* request,
                                        v1::Job* response) {
-  Call call(env_, ctx, "JobService/SubmitJob");
+  Call call(env_, ctx, "JobService/SubmitJob", request);
   call.dataset(request->spec().dataset());
-  if (!call.auth().ok()) return call.Done(call.auth());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   absl::Status s = CheckSpecVisible(*env_.auth, call.caller(), request->spec());
   if (s.ok()) {
     s = Assign(jobs_->Submit(request->spec(), call.caller().name,
@@ -322,18 +413,18 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* ctx,
 grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* ctx,
                                     const v1::GetJobRequest* request,
                                     v1::Job* response) {
-  Call call(env_, ctx, "JobService/GetJob");
+  Call call(env_, ctx, "JobService/GetJob", request);
   call.job(request->id());
-  if (!call.auth().ok()) return call.Done(call.auth());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   return call.Done(Assign(OwnJob(call.caller(), request->id()), response));
 }
 
 grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* ctx,
                                       const v1::ListJobsRequest* request,
                                       v1::ListJobsResponse* response) {
-  Call call(env_, ctx, "JobService/ListJobs");
+  Call call(env_, ctx, "JobService/ListJobs", request);
   call.dataset(request->dataset());
-  if (!call.auth().ok()) return call.Done(call.auth());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   if (!request->dataset().empty()) {
     absl::Status s =
         env_.auth->CheckDatasetVisible(call.caller(), request->dataset());
@@ -350,9 +441,20 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* ctx,
 grpc::Status JobServiceImpl::WatchJob(
     grpc::ServerContext* ctx, const v1::WatchJobRequest* request,
     grpc::ServerWriter<v1::JobEvent>* writer) {
-  Call call(env_, ctx, "JobService/WatchJob");
+  Call call(env_, ctx, "JobService/WatchJob", request);
   call.job(request->id());
-  if (!call.auth().ok()) return call.Done(call.auth());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
+  std::shared_ptr<ConcurrencyLimiter::Slot> slot;
+  if (env_.watches != nullptr) {
+    auto acquired = env_.watches->Acquire(call.caller().name);
+    if (!acquired.ok()) return call.Done(acquired.status());
+    slot = *std::move(acquired);
+  }
+  // Revoking the caller's token or principal cancels this stream.
+  std::unique_ptr<StreamRegistry::Handle> registered =
+      env_.streams == nullptr ? nullptr
+                              : env_.streams->Register(call.caller().token_id,
+                                                       call.caller().name, ctx);
   // Subscribe before reading the state so that no event is missed.
   auto sub = hub_->Subscribe(request->id());
   struct Unsub {
@@ -384,7 +486,15 @@ grpc::Status JobServiceImpl::WatchJob(
   }
 
   absl::Time last_poll = absl::Now();
+  absl::Time last_auth = absl::Now();
   while (!ctx->IsCancelled()) {
+    if (absl::Now() - last_auth > kStreamAuthRecheck) {
+      last_auth = absl::Now();
+      if (!call.StillAuthenticated()) {
+        return grpc::Status(grpc::UNAUTHENTICATED,
+                            "the token was revoked or expired; watch ended");
+      }
+    }
     v1::JobEvent ev;
     if (sub->Next(&ev, absl::Milliseconds(250))) {
       if (ev.has_trace() && ev.trace().step() <= replayed_step) continue;
@@ -413,9 +523,9 @@ grpc::Status JobServiceImpl::WatchJob(
 grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* ctx,
                                        const v1::CancelJobRequest* request,
                                        v1::Job* response) {
-  Call call(env_, ctx, "JobService/CancelJob");
+  Call call(env_, ctx, "JobService/CancelJob", request);
   call.job(request->id());
-  if (!call.auth().ok()) return call.Done(call.auth());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   absl::Status s = OwnJob(call.caller(), request->id()).status();
   if (s.ok()) s = Assign(jobs_->Cancel(request->id()), response);
   return call.Done(s);
@@ -424,9 +534,9 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* ctx,
 grpc::Status JobServiceImpl::GetJobResult(
     grpc::ServerContext* ctx, const v1::GetJobResultRequest* request,
     v1::JobResult* response) {
-  Call call(env_, ctx, "JobService/GetJobResult");
+  Call call(env_, ctx, "JobService/GetJobResult", request);
   call.job(request->id());
-  if (!call.auth().ok()) return call.Done(call.auth());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   absl::Status s = OwnJob(call.caller(), request->id()).status();
   if (s.ok()) s = Assign(jobs_->Result(request->id()), response);
   return call.Done(s);
@@ -437,8 +547,8 @@ grpc::Status JobServiceImpl::GetJobResult(
 grpc::Status AdminServiceImpl::WhoAmI(grpc::ServerContext* ctx,
                                       const v1::WhoAmIRequest* req,
                                       v1::Principal* resp) {
-  Call call(env_, ctx, "AdminService/WhoAmI");
-  if (!call.auth().ok()) return call.Done(call.auth());
+  Call call(env_, ctx, "AdminService/WhoAmI", req);
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   return call.Done(Assign(
       [&]() -> absl::StatusOr<v1::Principal> {
         ASSIGN_OR_RETURN(storage::PrincipalRecord p,
@@ -451,9 +561,9 @@ grpc::Status AdminServiceImpl::WhoAmI(grpc::ServerContext* ctx,
 grpc::Status AdminServiceImpl::CreatePrincipal(
     grpc::ServerContext* ctx, const v1::CreatePrincipalRequest* req,
     v1::CreatedToken* resp) {
-  Call call(env_, ctx, "AdminService/CreatePrincipal");
+  Call call(env_, ctx, "AdminService/CreatePrincipal", req);
   call.target(req->name());
-  if (!call.auth().ok()) return call.Done(call.auth());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   return call.Done(Assign(
       [&]() -> absl::StatusOr<v1::CreatedToken> {
         RETURN_IF_ERROR(Authenticator::RequireCurator(call.caller(),
@@ -478,8 +588,8 @@ grpc::Status AdminServiceImpl::CreatePrincipal(
 grpc::Status AdminServiceImpl::ListPrincipals(
     grpc::ServerContext* ctx, const v1::ListPrincipalsRequest* req,
     v1::ListPrincipalsResponse* resp) {
-  Call call(env_, ctx, "AdminService/ListPrincipals");
-  if (!call.auth().ok()) return call.Done(call.auth());
+  Call call(env_, ctx, "AdminService/ListPrincipals", req);
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   return call.Done(Assign(
       [&]() -> absl::StatusOr<v1::ListPrincipalsResponse> {
         RETURN_IF_ERROR(
@@ -495,9 +605,9 @@ grpc::Status AdminServiceImpl::ListPrincipals(
 grpc::Status AdminServiceImpl::RevokePrincipal(
     grpc::ServerContext* ctx, const v1::RevokePrincipalRequest* req,
     v1::Principal* resp) {
-  Call call(env_, ctx, "AdminService/RevokePrincipal");
+  Call call(env_, ctx, "AdminService/RevokePrincipal", req);
   call.target(req->name());
-  if (!call.auth().ok()) return call.Done(call.auth());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   return call.Done(Assign(
       [&]() -> absl::StatusOr<v1::Principal> {
         RETURN_IF_ERROR(Authenticator::RequireCurator(call.caller(),
@@ -507,6 +617,8 @@ grpc::Status AdminServiceImpl::RevokePrincipal(
               "a curator cannot revoke itself (ask another curator)");
         }
         ASSIGN_OR_RETURN(auto p, env_.access->RevokePrincipal(req->name()));
+        // Its open streams end now (docs/security.md).
+        if (env_.streams != nullptr) env_.streams->CancelPrincipal(p.name);
         return ToProto(p);
       }(),
       resp));
@@ -515,9 +627,9 @@ grpc::Status AdminServiceImpl::RevokePrincipal(
 grpc::Status AdminServiceImpl::CreateToken(grpc::ServerContext* ctx,
                                            const v1::CreateTokenRequest* req,
                                            v1::CreatedToken* resp) {
-  Call call(env_, ctx, "AdminService/CreateToken");
+  Call call(env_, ctx, "AdminService/CreateToken", req);
   call.target(req->principal());
-  if (!call.auth().ok()) return call.Done(call.auth());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   return call.Done(Assign(
       [&]() -> absl::StatusOr<v1::CreatedToken> {
         RETURN_IF_ERROR(
@@ -539,14 +651,16 @@ grpc::Status AdminServiceImpl::CreateToken(grpc::ServerContext* ctx,
 grpc::Status AdminServiceImpl::RevokeToken(grpc::ServerContext* ctx,
                                            const v1::RevokeTokenRequest* req,
                                            v1::TokenInfo* resp) {
-  Call call(env_, ctx, "AdminService/RevokeToken");
+  Call call(env_, ctx, "AdminService/RevokeToken", req);
   call.target(req->id());
-  if (!call.auth().ok()) return call.Done(call.auth());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   return call.Done(Assign(
       [&]() -> absl::StatusOr<v1::TokenInfo> {
         RETURN_IF_ERROR(
             Authenticator::RequireCurator(call.caller(), "revoking tokens"));
         ASSIGN_OR_RETURN(auto t, env_.access->RevokeToken(req->id()));
+        // Its open streams end now (docs/security.md).
+        if (env_.streams != nullptr) env_.streams->CancelToken(t.id);
         t.secret_sha256.clear();
         return ToProto(t);
       }(),
@@ -556,9 +670,9 @@ grpc::Status AdminServiceImpl::RevokeToken(grpc::ServerContext* ctx,
 grpc::Status AdminServiceImpl::ListTokens(grpc::ServerContext* ctx,
                                           const v1::ListTokensRequest* req,
                                           v1::ListTokensResponse* resp) {
-  Call call(env_, ctx, "AdminService/ListTokens");
+  Call call(env_, ctx, "AdminService/ListTokens", req);
   call.target(req->principal());
-  if (!call.auth().ok()) return call.Done(call.auth());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   return call.Done(Assign(
       [&]() -> absl::StatusOr<v1::ListTokensResponse> {
         RETURN_IF_ERROR(
@@ -574,9 +688,9 @@ grpc::Status AdminServiceImpl::ListTokens(grpc::ServerContext* ctx,
 grpc::Status AdminServiceImpl::GrantDataset(grpc::ServerContext* ctx,
                                             const v1::GrantDatasetRequest* req,
                                             v1::Grant* resp) {
-  Call call(env_, ctx, "AdminService/GrantDataset");
+  Call call(env_, ctx, "AdminService/GrantDataset", req);
   call.dataset(req->dataset()).target(req->principal());
-  if (!call.auth().ok()) return call.Done(call.auth());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   return call.Done(Assign(
       [&]() -> absl::StatusOr<v1::Grant> {
         RETURN_IF_ERROR(
@@ -592,9 +706,9 @@ grpc::Status AdminServiceImpl::GrantDataset(grpc::ServerContext* ctx,
 grpc::Status AdminServiceImpl::RevokeGrant(grpc::ServerContext* ctx,
                                            const v1::RevokeGrantRequest* req,
                                            v1::Grant* resp) {
-  Call call(env_, ctx, "AdminService/RevokeGrant");
+  Call call(env_, ctx, "AdminService/RevokeGrant", req);
   call.dataset(req->dataset()).target(req->principal());
-  if (!call.auth().ok()) return call.Done(call.auth());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   return call.Done(Assign(
       [&]() -> absl::StatusOr<v1::Grant> {
         RETURN_IF_ERROR(
@@ -612,9 +726,9 @@ grpc::Status AdminServiceImpl::RevokeGrant(grpc::ServerContext* ctx,
 grpc::Status AdminServiceImpl::ListGrants(grpc::ServerContext* ctx,
                                           const v1::ListGrantsRequest* req,
                                           v1::ListGrantsResponse* resp) {
-  Call call(env_, ctx, "AdminService/ListGrants");
+  Call call(env_, ctx, "AdminService/ListGrants", req);
   call.dataset(req->dataset()).target(req->principal());
-  if (!call.auth().ok()) return call.Done(call.auth());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   return call.Done(Assign(
       [&]() -> absl::StatusOr<v1::ListGrantsResponse> {
         RETURN_IF_ERROR(
@@ -631,9 +745,9 @@ grpc::Status AdminServiceImpl::ListGrants(grpc::ServerContext* ctx,
 grpc::Status AdminServiceImpl::ListAudit(grpc::ServerContext* ctx,
                                          const v1::ListAuditRequest* req,
                                          v1::ListAuditResponse* resp) {
-  Call call(env_, ctx, "AdminService/ListAudit");
+  Call call(env_, ctx, "AdminService/ListAudit", req);
   call.dataset(req->dataset()).target(req->principal());
-  if (!call.auth().ok()) return call.Done(call.auth());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
   return call.Done(Assign(
       [&]() -> absl::StatusOr<v1::ListAuditResponse> {
         RETURN_IF_ERROR(Authenticator::RequireCurator(call.caller(),
@@ -655,6 +769,8 @@ grpc::Status AdminServiceImpl::ListAudit(grpc::ServerContext* ctx,
           e->set_target(r.target);
           e->set_code(r.code);
           e->set_detail(r.detail);
+          e->set_peer(r.peer);
+          e->set_token_id(r.token_id);
         }
         return out;
       }(),

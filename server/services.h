@@ -7,17 +7,24 @@
 
 #include "dpopt/v1/dpopt.grpc.pb.h"
 #include "server/auth.h"
+#include "server/call_guards.h"
 #include "server/dataset_manager.h"
 #include "server/job_manager.h"
+#include "server/principal_limits.h"
 #include "server/trace_hub.h"
 
 namespace dpopt::server {
 
-// What every service needs to authenticate and audit a call.
+// What every service needs to authenticate, limit and audit a call. The
+// pointers outlive the services (owned by DpoptServer).
 struct CallEnv {
   const Authenticator* auth = nullptr;
   storage::AccessStore* access = nullptr;
   storage::Database* db = nullptr;
+  AuthFailureLog* auth_failures = nullptr;
+  StreamRegistry* streams = nullptr;
+  ConcurrencyLimiter* watches = nullptr;  // open WatchJob streams
+  RateLimiter* estimates = nullptr;       // EstimateJob calls
 };
 
 class DatasetServiceImpl final : public v1::DatasetService::Service {

@@ -8,6 +8,10 @@
 
 namespace dpopt::server {
 
+// Same code and message, except for storage errors: a status carrying
+// storage::kSqlitePayloadUrl, or DATA_LOSS, reaches the client as the same
+// code with a generic message (no SQLite text, no file path); the original
+// is written to the server's log (stderr).
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
 }  // namespace dpopt::server

@@ -3,8 +3,12 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/base/internal/endian.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "openssl/sha.h"
 #include "storage/blob_codec.h"
 #include "storage/database.h"
 #include "storage/dataset_store.h"
@@ -362,14 +366,52 @@ absl::StatusOr<std::optional<GrantRecord>> AccessStore::FindGrantLocked(
   return ReadGrant(st);
 }
 
+std::string AuditRecordHash(absl::string_view prev_hash, const AuditRecord& r) {
+  std::string buf;
+  auto add = [&buf](absl::string_view field) {
+    char len[8];
+    absl::little_endian::Store64(len, field.size());
+    buf.append(len, sizeof(len));
+    buf.append(field.data(), field.size());
+  };
+  add(prev_hash);
+  add(absl::StrCat(r.at_micros));
+  add(r.principal);
+  add(r.method);
+  add(r.dataset);
+  add(r.job_id);
+  add(r.target);
+  add(absl::StrCat(r.code));
+  add(r.detail);
+  add(r.peer);
+  add(r.token_id);
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(buf.data()), buf.size(),
+         digest);
+  return std::string(reinterpret_cast<const char*>(digest), sizeof(digest));
+}
+
 absl::Status AccessStore::AppendAuditLocked(Connection& conn,
-                                            const AuditRecord& r) {
+                                            const AuditRecord& record) {
+  // The caller holds the write lock (an IMMEDIATE transaction), so the
+  // newest record cannot change between this read and the insert.
+  std::string prev;
+  {
+    ASSIGN_OR_RETURN(
+        Statement last,
+        conn.Prepare("SELECT hash FROM audit ORDER BY seq DESC LIMIT 1"));
+    ASSIGN_OR_RETURN(bool has_last, last.Step());
+    if (has_last) prev = last.ColumnBlob(0);
+  }
+  AuditRecord r = record;
+  r.at_micros = internal::NowMicros();
+  r.hash = AuditRecordHash(prev, r);
   ASSIGN_OR_RETURN(
       Statement st,
       conn.Prepare("INSERT INTO audit(at, principal, method, dataset, "
-                   "job_id, target, code, detail) VALUES(?, ?, ?, ?, ?, ?, "
-                   "?, ?)"));
-  RETURN_IF_ERROR(st.BindInt64(1, internal::NowMicros()));
+                   "job_id, target, code, detail, peer, token_id, hash) "
+                   "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  RETURN_IF_ERROR(st.BindInt64(1, r.at_micros));
   RETURN_IF_ERROR(st.BindText(2, r.principal));
   RETURN_IF_ERROR(st.BindText(3, r.method));
   RETURN_IF_ERROR(st.BindText(4, r.dataset));
@@ -377,7 +419,70 @@ absl::Status AccessStore::AppendAuditLocked(Connection& conn,
   RETURN_IF_ERROR(st.BindText(6, r.target));
   RETURN_IF_ERROR(st.BindInt64(7, r.code));
   RETURN_IF_ERROR(st.BindText(8, r.detail));
+  RETURN_IF_ERROR(st.BindText(9, r.peer));
+  RETURN_IF_ERROR(st.BindText(10, r.token_id));
+  RETURN_IF_ERROR(st.BindBlob(11, r.hash));
   return st.Run();
+}
+
+absl::StatusOr<AuditChainReport> AccessStore::VerifyAuditChain(
+    Connection& conn) {
+  AuditChainReport report;
+  int64_t chain_start = 0;
+  {
+    ASSIGN_OR_RETURN(Statement meta,
+                     conn.Prepare("SELECT value FROM meta WHERE key = "
+                                  "'audit_chain_start'"));
+    ASSIGN_OR_RETURN(bool row, meta.Step());
+    if (!row || !absl::SimpleAtoi(meta.ColumnText(0), &chain_start)) {
+      return absl::FailedPreconditionError(
+          "the database has no audit chain (schema older than version 5)");
+    }
+  }
+  ASSIGN_OR_RETURN(
+      Statement st,
+      conn.Prepare("SELECT seq, at, principal, method, dataset, job_id, "
+                   "target, code, detail, peer, token_id, hash FROM audit "
+                   "ORDER BY seq"));
+  // After an archive (storage/audit_archive.h) the chain continues from the
+  // last archived record's hash.
+  std::string prev;
+  {
+    ASSIGN_OR_RETURN(Statement anchor,
+                     conn.Prepare("SELECT value FROM meta WHERE key = "
+                                  "'audit_chain_anchor_hash'"));
+    ASSIGN_OR_RETURN(bool row, anchor.Step());
+    if (row) prev = absl::HexStringToBytes(anchor.ColumnText(0));
+  }
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    ++report.records;
+    AuditRecord r;
+    r.seq = st.ColumnInt64(0);
+    r.at_micros = st.ColumnInt64(1);
+    r.principal = st.ColumnText(2);
+    r.method = st.ColumnText(3);
+    r.dataset = st.ColumnText(4);
+    r.job_id = st.ColumnText(5);
+    r.target = st.ColumnText(6);
+    r.code = static_cast<int>(st.ColumnInt64(7));
+    r.detail = st.ColumnText(8);
+    r.peer = st.ColumnText(9);
+    r.token_id = st.ColumnText(10);
+    r.hash = st.ColumnBlob(11);
+    if (r.seq <= chain_start) {
+      ++report.legacy_records;
+      continue;
+    }
+    ++report.chained_records;
+    if (report.first_broken_seq == 0 && AuditRecordHash(prev, r) != r.hash) {
+      report.first_broken_seq = r.seq;
+    }
+    prev = r.hash;
+  }
+  report.head = prev;
+  return report;
 }
 
 absl::Status AccessStore::AppendAudit(const AuditRecord& r) {
@@ -426,7 +531,8 @@ absl::StatusOr<std::vector<AuditRecord>> AccessStore::ListAudit(
         ASSIGN_OR_RETURN(
             Statement st,
             conn.Prepare("SELECT seq, at, principal, method, dataset, job_id, "
-                         "target, code, detail FROM audit WHERE (?1 = '' OR "
+                         "target, code, detail, peer, token_id FROM audit "
+                         "WHERE (?1 = '' OR "
                          "dataset = ?1) AND (?2 = '' OR principal = ?2) "
                          "ORDER BY seq DESC LIMIT ?3"));
         RETURN_IF_ERROR(st.BindText(1, filter.dataset));
@@ -447,6 +553,8 @@ absl::StatusOr<std::vector<AuditRecord>> AccessStore::ListAudit(
           r.target = st.ColumnText(6);
           r.code = static_cast<int>(st.ColumnInt64(7));
           r.detail = st.ColumnText(8);
+          r.peer = st.ColumnText(9);
+          r.token_id = st.ColumnText(10);
           out.push_back(std::move(r));
         }
         return out;

@@ -63,9 +63,29 @@ struct AuditRecord {
   std::string method;     // e.g. "JobService.SubmitJob"
   std::string dataset;
   std::string job_id;
-  std::string target;  // principal or token acted upon, if any
-  int code = 0;        // gRPC status code of the outcome
-  std::string detail;  // never secrets or row values
+  std::string target;    // principal or token acted upon, if any
+  int code = 0;          // gRPC status code of the outcome
+  std::string detail;    // never secrets or row values
+  std::string peer;      // the caller's address (bounded by the server)
+  std::string token_id;  // the public id of the caller's token, never secret
+  // SHA-256 chain link (AuditRecordHash); set by the store on append.
+  std::string hash;
+};
+
+// The audit chain's link of `r`: SHA-256(prev_hash || each field of `r`
+// except seq and hash, length-prefixed). The first record after the chain
+// start has an empty prev_hash.
+std::string AuditRecordHash(absl::string_view prev_hash, const AuditRecord& r);
+
+// What VerifyAuditChain found.
+struct AuditChainReport {
+  int64_t records = 0;         // all rows
+  int64_t legacy_records = 0;  // written before the chain existed
+  int64_t chained_records = 0;
+  std::string head;  // hash of the newest record (empty if none)
+  // 0 if the chain holds; else the first record whose hash does not match.
+  int64_t first_broken_seq = 0;
+  bool ok() const { return first_broken_seq == 0; }
 };
 
 struct AuditFilter {
@@ -126,6 +146,10 @@ class AccessStore {
   static absl::Status AppendAuditLocked(Connection& conn,
                                         const AuditRecord& record);
   absl::StatusOr<std::vector<AuditRecord>> ListAudit(const AuditFilter& filter);
+
+  // Recomputes the hash chain over every record on `conn` (any connection
+  // to a database at the latest schema, read-only is enough).
+  static absl::StatusOr<AuditChainReport> VerifyAuditChain(Connection& conn);
 
   // For the ledger's admission transaction: the grant of `principal` on
   // dataset `dataset_id`, read on the caller's connection.

@@ -49,6 +49,7 @@ absl::Status CopyFile(const std::string& from, const std::string& to) {
     if (!in) {
       return absl::NotFoundError(absl::StrCat("cannot read ", from));
     }
+    RETURN_IF_ERROR(CreatePrivateFile(to));
     std::ofstream out(to, std::ios::binary | std::ios::trunc);
     if (!out) return absl::UnavailableError(absl::StrCat("cannot create ", to));
     out << in.rdbuf();

@@ -46,6 +46,21 @@ absl::Status FsyncParentDirectory(const std::string& path) {
   return absl::OkStatus();
 }
 
+absl::Status CreatePrivateFile(const std::string& path) {
+  const int fd =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (errno == EEXIST) return absl::OkStatus();
+    return Errno("cannot create", path);
+  }
+  // The umask may have cleared bits of 0600, never added any; still, say
+  // the mode explicitly.
+  const int rc = ::fchmod(fd, 0600);
+  ::close(fd);
+  if (rc != 0) return Errno("cannot set the mode of", path);
+  return absl::OkStatus();
+}
+
 absl::Status WriteFileDurably(const std::string& path,
                               absl::string_view contents, int mode) {
   const std::string tmp = absl::StrCat(path, ".tmp-", ::getpid());

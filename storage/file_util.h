@@ -18,7 +18,14 @@ namespace dpopt::storage {
 // directory. After a crash `path` holds either the old or the new contents,
 // never a mix. Errors: UNAVAILABLE (with errno's text).
 absl::Status WriteFileDurably(const std::string& path,
-                              absl::string_view contents, int mode = 0644);
+                              absl::string_view contents, int mode = 0600);
+
+// Creates `path` empty with mode 0600 (owner only) unless it exists; an
+// existing file keeps its mode. Every file the server and its tools create
+// beside the database (the database itself, hence its WAL and shared-memory
+// index, which SQLite gives the database's mode; backups; restore copies)
+// goes through this, whatever the process umask. Errors: UNAVAILABLE.
+absl::Status CreatePrivateFile(const std::string& path);
 
 // fsync of `path` (a file) / of the directory holding `path`.
 absl::Status FsyncFile(const std::string& path);

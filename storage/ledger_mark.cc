@@ -31,7 +31,7 @@ absl::StatusOr<std::optional<int64_t>> LedgerMark::Read(
 
 absl::Status LedgerMark::Write(const std::string& path, int64_t seq) {
   if (seq < 0) return absl::InvalidArgumentError("ledger mark must be >= 0");
-  return WriteFileDurably(path, absl::StrCat(kPrefix, seq, "\n"), 0644);
+  return WriteFileDurably(path, absl::StrCat(kPrefix, seq, "\n"), 0600);
 }
 
 absl::Status LedgerMark::Advance(int64_t seq) {

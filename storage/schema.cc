@@ -184,14 +184,25 @@ constexpr char kV4[] = R"sql(
 ALTER TABLE datasets ADD COLUMN problem TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Version 5 (hostile clients): the audit record carries the caller's peer
+// address and token id (never the secret), and the log is hash-chained: each
+// record stores SHA-256(predecessor's hash || its own fields)
+// (storage/access_store.h, AuditRecordHash). Records written before version 5
+// have an empty hash; `audit_chain_start` in meta is the last of them, so a
+// verifier knows where the chain begins.
+constexpr char kV5[] = R"sql(
+ALTER TABLE audit ADD COLUMN peer TEXT NOT NULL DEFAULT '';
+ALTER TABLE audit ADD COLUMN token_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE audit ADD COLUMN hash BLOB NOT NULL DEFAULT x'';
+INSERT INTO meta(key, value)
+  SELECT 'audit_chain_start', CAST(COALESCE(MAX(seq), 0) AS TEXT) FROM audit;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& SchemaMigrations() {
   static const auto* const kMigrations = new std::vector<Migration>{
-      {1, kV1},
-      {2, kV2},
-      {3, kV3},
-      {4, kV4},
+      {1, kV1}, {2, kV2}, {3, kV3}, {4, kV4}, {5, kV5},
   };
   return *kMigrations;
 }

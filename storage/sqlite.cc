@@ -8,8 +8,10 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "storage/file_util.h"
 
 namespace dpopt::storage {
 namespace {
@@ -26,6 +28,9 @@ std::string Message(absl::string_view context, int code,
   return msg;
 }
 
+absl::Status SqliteStatusUntagged(int code, absl::string_view context,
+                                  absl::string_view sqlite_message);
+
 }  // namespace
 
 absl::Status SqliteStatus(int code, absl::string_view context,
@@ -33,6 +38,14 @@ absl::Status SqliteStatus(int code, absl::string_view context,
   if (code == SQLITE_OK || code == SQLITE_ROW || code == SQLITE_DONE) {
     return absl::OkStatus();
   }
+  absl::Status s = SqliteStatusUntagged(code, context, sqlite_message);
+  s.SetPayload(kSqlitePayloadUrl, absl::Cord("1"));
+  return s;
+}
+
+namespace {
+absl::Status SqliteStatusUntagged(int code, absl::string_view context,
+                                  absl::string_view sqlite_message) {
   const std::string msg = Message(context, code, sqlite_message);
   switch (code & 0xff) {
     case SQLITE_BUSY:
@@ -58,6 +71,8 @@ absl::Status SqliteStatus(int code, absl::string_view context,
   }
 }
 
+}  // namespace
+
 absl::Status ConnectionOptions::Validate() const {
   if (busy_timeout_ms < 0) {
     return absl::InvalidArgumentError("busy_timeout_ms must be >= 0");
@@ -82,6 +97,9 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
       SQLITE_OPEN_FULLMUTEX;
   if (options.create_if_missing && !options.read_only) {
     flags |= SQLITE_OPEN_CREATE;
+    // Owner-only from the start: SQLite gives the WAL and the shared-memory
+    // index the database file's mode.
+    RETURN_IF_ERROR(CreatePrivateFile(path));
   }
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
@@ -237,6 +255,8 @@ absl::Status Connection::BackupTo(const std::string& dest_path) {
     return absl::AlreadyExistsError(
         absl::StrCat("backup destination ", dest_path, " already exists"));
   }
+  // Owner-only, like the database it copies.
+  RETURN_IF_ERROR(CreatePrivateFile(dest_path));
   int rc = sqlite3_open_v2(dest_path.c_str(), &dest,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   auto fail = [&](absl::Status s) {

@@ -44,6 +44,10 @@ namespace dpopt::storage {
 
 // Maps a SQLite (extended) result code to an absl::Status (see above).
 // `context` is prefixed to the message. Returns OK for SQLITE_OK/ROW/DONE.
+// Statuses made by SqliteStatus carry this payload (value "1"): their
+// messages hold SQLite's own text and file paths, which the server logs but
+// never sends to a client (server/status_util.h).
+inline constexpr char kSqlitePayloadUrl[] = "dpopt.storage/sqlite";
 absl::Status SqliteStatus(int code, absl::string_view context,
                           absl::string_view sqlite_message = "");
 

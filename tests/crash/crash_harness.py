@@ -206,7 +206,11 @@ def main():
     rng = random.Random(seed)
     work = args.workdir or h.make_workdir("dpopt-crash-")
     os.makedirs(work, exist_ok=True)
-    server = h.ServerProcess(args.server, work, workers=2, queue=256)
+    server = h.ServerProcess(args.server, work, workers=2, queue=256,
+                             # One principal submits every job here: the per-principal
+                             # limits (tested by tests/security) are off.
+                             extra_args=("--max-jobs-per-principal=0",
+                                         "--max-estimates-per-second=0"))
     print(f"crash harness: seed {seed}, up to {args.trials} trials in {args.time_limit:.0f} s, "
           f"work dir {work}", flush=True)
     t0 = time.monotonic()

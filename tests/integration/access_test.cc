@@ -831,14 +831,19 @@ TEST_F(TlsTest, TlsAndMutualTlsHandshakes) {
 TEST(ListenPolicyTest, PlaintextIsRefusedOffLoopback) {
   server::ServerOptions o;
   o.db_path = "/tmp/unused.db";
+  // Only literal loopback addresses count: a name (localhost included) can
+  // resolve anywhere, and "unix" or "127." as a prefix of a name is not a
+  // socket or a loopback address.
   for (const char* addr :
-       {"0.0.0.0:50051", "10.1.2.3:1", "[::]:5", "example.org:50051"}) {
+       {"0.0.0.0:50051", "10.1.2.3:1", "[::]:5", "example.org:50051",
+        "localhost:50051", "unixhost:50051", "127.x.example.com:50051"}) {
     o.listen = addr;
     const absl::Status s = o.Validate();
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << addr;
     EXPECT_THAT(std::string(s.message()), HasSubstr("without TLS")) << addr;
   }
-  for (const char* addr : {"127.0.0.1:0", "localhost:50051", "[::1]:9"}) {
+  for (const char* addr :
+       {"127.0.0.1:0", "127.3.4.5:1", "[::1]:9", "unix:/tmp/dpopt.sock"}) {
     o.listen = addr;
     EXPECT_TRUE(o.Validate().ok()) << addr;
   }

@@ -33,13 +33,47 @@ def test_token_discovery_order(tmp_path, monkeypatch):
     home_token = tmp_path / "home" / ".config" / "dpopt" / "token"
     home_token.parent.mkdir(parents=True)
     home_token.write_text("home.secret\n")
+    home_token.chmod(0o600)
     assert resolve_token()[0] == "home.secret"
     monkeypatch.setenv("DPOPT_TOKEN", " env.secret ")
     assert resolve_token() == ("env.secret", "$DPOPT_TOKEN")
     f = tmp_path / "tok"
     f.write_text("file.secret\n")
+    f.chmod(0o600)
     assert resolve_token(token_file=str(f))[0] == "file.secret"
     assert resolve_token(token="arg.secret", token_file=str(f))[0] == "arg.secret"
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o644, 0o660, 0o610])
+def test_a_token_file_others_can_read_is_refused(tmp_path, mode):
+    from dpopt._connection import resolve_token
+    f = tmp_path / "tok"
+    f.write_text("file.secret\n")
+    f.chmod(mode)
+    with pytest.raises(PermissionError, match=f"chmod 600 {f}"):
+        resolve_token(token_file=str(f))
+    with pytest.raises(PermissionError, match="chmod 600"):
+        dpopt.Client("127.0.0.1:1", token_file=str(f))
+
+
+def test_loopback_is_decided_from_the_literal_address_only():
+    # Decision functions alone: no channel is created, nothing is sent.
+    from dpopt._connection import is_loopback, check_plaintext
+    for a in ["127.0.0.1:50051", "127.1.2.3:1", "[::1]:50051", "::1",
+              "ipv4:127.0.0.1:5", "dns:///127.0.0.1:5", "unix:/tmp/s",
+              "[::ffff:127.0.0.1]:9"]:
+        assert is_loopback(a), a
+    for a in ["unixhost:50051", "127.x.example.com:50051", "127.0.0.1.example.com:1",
+              "localhost:50051", "10.0.0.1:50051", "[::2]:1", "example.org:443",
+              "0.0.0.0:50051", "127.1:50051", "dns://8.8.8.8/127.0.0.1.nip.io:1"]:
+        assert not is_loopback(a), a
+    check_plaintext("127.0.0.1:50051", None, False)
+    check_plaintext("10.0.0.1:50051", True, False)
+    check_plaintext("10.0.0.1:50051", None, True)
+    with pytest.raises(ValueError, match="insecure=True"):
+        check_plaintext("10.0.0.1:50051", None, False)
+    with pytest.raises(ValueError, match="without TLS"):
+        check_plaintext("unixhost:50051", False, False)
 
 
 def test_keyword_helpers_build_the_same_spec_as_a_dict():
@@ -161,11 +195,18 @@ def test_submit_with_keywords_and_trace_iterates(curator):
     assert not job.cost.charged  # a public dataset is never charged
 
 
+def test_result_waits_like_a_future(curator):
+    job = curator.submit(dpsgd(steps=300, epsilon=0.2), wait=False)
+    res = job.result()  # waits for the job instead of refusing a queued one
+    assert job.state == "SUCCEEDED", job.message
+    assert res.weights.shape == (123,)
+
+
 def test_no_wait_cancel_and_job_failed_error(curator):
     job = curator.submit(dpsgd(steps=20000, epsilon=0.5), wait=False)
     assert not job.done
-    with pytest.raises(dpopt.InvalidRequestError, match="has no result"):
-        job.result()
+    with pytest.raises(TimeoutError):
+        job.result(timeout=0.5)  # the job goes on
     with pytest.raises(TimeoutError):
         job.wait(progress=False, timeout=0.5)
     job.cancel()

@@ -1,7 +1,9 @@
 """Server address, bearer token and TLS discovery (the CLI's rules)."""
 
 import dataclasses
+import ipaddress
 import os
+import stat
 from typing import Optional
 
 import grpc
@@ -26,6 +28,65 @@ def resolve_server(server):
     return server or os.environ.get("DPOPT_SERVER") or DEFAULT_SERVER
 
 
+def is_loopback(server):
+    """True only for a literal loopback address (127.0.0.0/8, ::1), with or
+    without a port and an ``ipv4:``/``ipv6:``/``dns:`` scheme, and for Unix
+    sockets (``unix:``). Host names, ``localhost`` included, are not: a
+    name can resolve anywhere. Decides from the text alone (no lookup)."""
+    a = str(server)
+    if a.startswith("unix:") or a.startswith("unix-abstract:"):
+        return True
+    if a.startswith("dns:"):
+        a = a[4:]
+        if a.startswith("//"):
+            slash = a.find("/", 2)
+            if slash < 0:
+                return False
+            a = a[slash + 1:]
+    elif a.startswith("ipv4:") or a.startswith("ipv6:"):
+        a = a[5:]
+    host = a
+    if host.startswith("["):
+        close = host.find("]")
+        if close < 0 or (host[close + 1:] and not host[close + 1:].startswith(":")):
+            return False
+        host = host[1:close]
+    elif host.count(":") == 1:
+        host = host.split(":", 1)[0]
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if ip.version == 4:
+        # ipaddress accepts only dotted quads here, like inet_pton.
+        return ip.is_loopback
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped.is_loopback
+    return ip.is_loopback
+
+
+def check_plaintext(server, tls, insecure):
+    """Raises ValueError unless a channel to ``server`` may be opened: with
+    TLS, to a loopback address, or with ``insecure=True``."""
+    if tls not in (None, False) or insecure or is_loopback(server):
+        return
+    raise ValueError(
+        f"refusing to connect to {server} without TLS: the bearer token would cross "
+        "the network in clear text. Pass tls=True (system roots) or tls='ca.pem', "
+        "connect to 127.0.0.1, or pass insecure=True if the network path is trusted")
+
+
+def check_token_file(path, mode=None):
+    """Raises PermissionError if the token file at ``path`` (or ``mode``, its
+    st_mode) gives group or others any access."""
+    if mode is None:
+        mode = os.stat(path).st_mode
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise PermissionError(
+            f"the token file {path} has mode {stat.S_IMODE(mode):04o}: other users may "
+            f"read the token. Make it private with: chmod 600 {path}")
+
+
 def resolve_token(token=None, token_file=None):
     """The bearer token: ``token``, else the file ``token_file``, else
     ``$DPOPT_TOKEN``, else ``~/.config/dpopt/token``; None when none is set.
@@ -33,6 +94,7 @@ def resolve_token(token=None, token_file=None):
     if token:
         return token.strip(), "token="
     if token_file:
+        check_token_file(token_file)
         with open(token_file) as f:
             return f.read().strip(), str(token_file)
     env = os.environ.get("DPOPT_TOKEN", "").strip()
@@ -41,6 +103,7 @@ def resolve_token(token=None, token_file=None):
     home = os.path.expanduser("~")
     path = os.path.join(home, ".config", "dpopt", "token")
     if os.path.isfile(path):
+        check_token_file(path)
         with open(path) as f:
             text = f.read().strip()
         if text:
@@ -56,9 +119,11 @@ def _read(path):
 _MAX_REPLY_BYTES = 256 << 20
 
 
-def make_channel(server, tls):
-    """A channel to `server`: plaintext when `tls` is None or False, else TLS
-    (True: system roots; a path: that CA file; a :class:`TLS`)."""
+def make_channel(server, tls, insecure=False):
+    """A channel to `server`: plaintext when `tls` is None or False (only to
+    a loopback address unless `insecure`), else TLS (True: system roots; a
+    path: that CA file; a :class:`TLS`)."""
+    check_plaintext(server, tls, insecure)
     # Results with traced iterates can exceed gRPC's default 4 MiB reply
     # limit; the server bounds what it sends.
     options = [("grpc.max_receive_message_length", _MAX_REPLY_BYTES)]

@@ -42,19 +42,22 @@ class Client:
             ``token_file``, else ``$DPOPT_TOKEN``, else
             ``~/.config/dpopt/token``.
         token_file: a file holding the token.
-        tls: None for plaintext (loopback only: the server refuses plaintext
-            elsewhere), True for TLS with the system's roots, a CA file path,
-            or a :class:`dpopt.TLS` (mutual TLS with ``cert``/``key``).
+        tls: None for plaintext (to a loopback address only, unless
+            ``insecure``), True for TLS with the system's roots, a CA file
+            path, or a :class:`dpopt.TLS` (mutual TLS with ``cert``/``key``).
+        insecure: allow plaintext to a non-loopback address (the token
+            crosses the network in clear text); refused otherwise.
         timeout: deadline of each call in seconds (imports get 10x).
 
     The client is cheap; use it as a context manager or call :meth:`close`.
     """
 
-    def __init__(self, server=None, token=None, *, token_file=None, tls=None, timeout=120.0):
+    def __init__(self, server=None, token=None, *, token_file=None, tls=None, timeout=120.0,
+                 insecure=False):
         self.server = resolve_server(server)
         self._token, self._token_source = resolve_token(token, token_file)
         self.timeout = float(timeout)
-        self._channel = make_channel(self.server, tls)
+        self._channel = make_channel(self.server, tls, insecure)
         self._datasets = dpopt_pb2_grpc.DatasetServiceStub(self._channel)
         self._budget = dpopt_pb2_grpc.BudgetServiceStub(self._channel)
         self._jobs = dpopt_pb2_grpc.JobServiceStub(self._channel)
@@ -365,10 +368,21 @@ class Job:
             time.sleep(0.5)  # server restarting: re-read and watch again
         self.refresh()
 
-    def result(self) -> Result:
-        """The privatized model, trace and evaluation of a SUCCEEDED job.
-        Raises :class:`JobFailedError` for a FAILED or CANCELLED job and
-        :class:`InvalidRequestError` for one still running."""
+    def result(self, timeout=None, progress=False) -> Result:
+        """Waits for the job to end (like ``concurrent.futures.Future.result``)
+        and returns its privatized model, trace and evaluation.
+
+        Args:
+            timeout: seconds to wait; None (default) waits as long as it
+                takes. TimeoutError when exceeded (the job goes on).
+            progress: show a progress bar while waiting (default off).
+
+        Raises :class:`JobFailedError` for a FAILED or CANCELLED job.
+        """
+        if not self.done:
+            self.refresh()
+        if not self.done:
+            self.wait(progress=progress, timeout=timeout)
         if self.state in (JobState.FAILED, JobState.CANCELLED):
             raise errors.JobFailedError(
                 f"job {self.id} {self.state.value}: {self.message}", job=self)

@@ -1,0 +1,779 @@
+// The hostile-client suite (docs/security.md, "Tests"): an in-process server
+// on 127.0.0.1 and clients that misbehave. Every loop is bounded in count
+// and in time; the figures a test measures are printed ("[figure] ...") for
+// docs/security.md, never asserted against timing targets.
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "dpopt/v1/dpopt.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/dynamic_message.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "gtest/gtest.h"
+#include "server/auth.h"
+#include "server/server.h"
+#include "storage/access_store.h"
+#include "storage/backup.h"
+#include "storage/sqlite.h"
+#include "tests/integration/test_server.h"
+
+namespace dpopt::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr int64_t kMiB = 1 << 20;
+
+int64_t FileSize(const std::string& path) {
+  std::error_code ec;
+  const auto n = std::filesystem::file_size(path, ec);
+  return ec ? 0 : static_cast<int64_t>(n);
+}
+
+// The database and its WAL: what a flood of writes would grow.
+int64_t DatabaseBytes(const std::string& db) {
+  return FileSize(db) + FileSize(db + "-wal");
+}
+
+std::string TokenId(const std::string& token) {
+  return token.substr(0, token.find('.'));
+}
+
+void Figure(const std::string& name, double value, const std::string& unit) {
+  std::cout << "[figure] " << name << " = " << value << " " << unit
+            << std::endl;
+}
+
+struct Stubs {
+  explicit Stubs(std::shared_ptr<grpc::Channel> ch)
+      : channel(ch),
+        datasets(v1::DatasetService::NewStub(ch)),
+        jobs(v1::JobService::NewStub(ch)),
+        admin(v1::AdminService::NewStub(ch)) {}
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::DatasetService::Stub> datasets;
+  std::unique_ptr<v1::JobService::Stub> jobs;
+  std::unique_ptr<v1::AdminService::Stub> admin;
+};
+
+// A unary call by full method name with a serialized request (any method,
+// without its typed stub).
+grpc::Status RawUnary(grpc::Channel* channel, const std::string& method,
+                      const std::string& request_bytes) {
+  grpc::GenericStub stub(
+      std::shared_ptr<grpc::Channel>(channel, [](grpc::Channel*) {}));
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  grpc::Slice slice(request_bytes);
+  grpc::ByteBuffer request(&slice, 1);
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  auto call = stub.PrepareUnaryCall(&ctx, method, request, &cq);
+  call->StartCall();
+  call->Finish(&response, &status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  EXPECT_TRUE(cq.Next(&tag, &ok));
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  return status;
+}
+
+// A long job: 1M DP-GD steps over 2000 rows (cancelled by the tests).
+v1::JobSpec LongSpec(const std::string& dataset) {
+  return QuickDpGdSpec(dataset, 0.5, 1'000'000);
+}
+
+grpc::Status Submit(Stubs& s, const v1::JobSpec& spec, v1::Job* job) {
+  grpc::ClientContext ctx;
+  v1::SubmitJobRequest req;
+  *req.mutable_spec() = spec;
+  return s.jobs->SubmitJob(&ctx, req, job);
+}
+
+void CancelJob(Stubs& s, const std::string& id) {
+  grpc::ClientContext ctx;
+  v1::CancelJobRequest req;
+  req.set_id(id);
+  v1::Job job;
+  (void)s.jobs->CancelJob(&ctx, req, &job);
+}
+
+std::vector<v1::AuditEntry> Audit(TestServer& server, int64_t limit = 100000) {
+  grpc::ClientContext ctx;
+  v1::ListAuditRequest req;
+  req.set_limit(limit);
+  v1::ListAuditResponse resp;
+  EXPECT_TRUE(server.admin().ListAudit(&ctx, req, &resp).ok());
+  return {resp.entries().begin(), resp.entries().end()};
+}
+
+// --------------------------------------------------------------- (1) floods
+
+// 200 unauthenticated calls with a 1 MiB field each, first alone (the
+// database must not grow by 1 MiB), then again while another client is
+// served (it must be answered throughout).
+TEST(HostileClientTest, UnauthenticatedFloodWithHugeFieldsDoesNotGrowTheDb) {
+  TestServer server;
+  Stubs anonymous(TokenChannel(server.target(), ""));
+  // Warm up (the first audit records, WAL created).
+  {
+    grpc::ClientContext ctx;
+    v1::WhoAmIRequest req;
+    v1::Principal p;
+    ASSERT_TRUE(server.admin().WhoAmI(&ctx, req, &p).ok());
+  }
+  constexpr int kCalls = 200;
+  std::atomic<bool> flooding{true};
+  std::atomic<int> unauthenticated{0};
+  auto flood = [&] {
+    v1::GetDatasetRequest req;
+    req.set_name(std::string(kMiB, 'n'));
+    for (int i = 0; i < kCalls; ++i) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(30));
+      v1::DatasetInfo info;
+      if (anonymous.datasets->GetDataset(&ctx, req, &info).error_code() ==
+          grpc::UNAUTHENTICATED) {
+        ++unauthenticated;
+      }
+    }
+    flooding = false;
+  };
+  const absl::Time start = absl::Now();
+  const int64_t before = DatabaseBytes(server.db_path());
+  flood();
+  const int64_t growth = DatabaseBytes(server.db_path()) - before;
+  Figure("flood: unauthenticated 1 MiB calls", kCalls, "calls");
+  Figure("flood: database + WAL growth", growth / 1024.0, "KiB");
+  EXPECT_EQ(unauthenticated, kCalls);
+  EXPECT_LT(growth, kMiB);
+
+  // Again, while another client is served (bounded: at most 10,000 calls).
+  flooding = true;
+  std::thread flood_thread(flood);
+  int served = 0, failed = 0;
+  for (int i = 0; i < 10000 && flooding; ++i) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(30));
+    v1::WhoAmIRequest req;
+    v1::Principal p;
+    (server.admin().WhoAmI(&ctx, req, &p).ok() ? served : failed)++;
+  }
+  flood_thread.join();
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  Figure("flood: other client's calls served during the second flood", served,
+         "calls");
+  Figure("flood: duration of both floods", seconds, "s");
+  EXPECT_EQ(unauthenticated, 2 * kCalls);
+  EXPECT_GE(served, 1);
+  EXPECT_EQ(failed, 0);
+  // The unauthenticated calls left one bounded record per peer per minute.
+  int anonymous_records = 0;
+  for (const v1::AuditEntry& e : Audit(server)) {
+    if (!e.principal().empty()) continue;
+    ++anonymous_records;
+    EXPECT_EQ(e.method(), "DatasetService/GetDataset");
+    EXPECT_EQ(e.code(), grpc::UNAUTHENTICATED);
+    EXPECT_EQ(e.dataset(), "");
+    EXPECT_EQ(e.job_id(), "");
+    EXPECT_EQ(e.target(), "");
+    EXPECT_EQ(e.token_id(), "");
+    EXPECT_THAT(e.peer(), HasSubstr("127.0.0.1"));
+    EXPECT_LE(e.peer().size(), 64u);
+  }
+  Figure("flood: audit records of the 400 unauthenticated calls",
+         anonymous_records, "records");
+  EXPECT_GE(anonymous_records, 1);
+  EXPECT_LE(anonymous_records, 1 + static_cast<int>(seconds / 60));
+}
+
+TEST(HostileClientTest, AuthenticatedOversizedFieldsAreRefusedAndNotStored) {
+  TestServer server;
+  Stubs alice(TokenChannel(server.target(), server.CreateAnalyst("alice")));
+  const int64_t before = DatabaseBytes(server.db_path());
+  for (int i = 0; i < 20; ++i) {
+    // Over the message limit (1 MiB) or over the field limit (1000 bytes).
+    const bool huge = i % 2 == 0;
+    grpc::ClientContext ctx;
+    v1::GetDatasetRequest req;
+    req.set_name(std::string(huge ? kMiB : 1000, 'n'));
+    v1::DatasetInfo info;
+    const grpc::Status s = alice.datasets->GetDataset(&ctx, req, &info);
+    EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
+    EXPECT_THAT(s.error_message(),
+                HasSubstr(huge ? "the limit for GetDatasetRequest is"
+                               : "the limit is 128 bytes"));
+    EXPECT_THAT(s.error_message(), Not(HasSubstr("nnnn")));
+  }
+  EXPECT_LT(DatabaseBytes(server.db_path()) - before, kMiB);
+  for (const v1::AuditEntry& e : Audit(server)) {
+    EXPECT_LE(e.dataset().size(), 128u);
+    EXPECT_LE(e.target().size(), 128u);
+  }
+}
+
+// Every request message of every RPC: its string fields (and a nested one)
+// are length-checked before use, by the handler's one check.
+TEST(HostileClientTest, EveryRequestStringFieldIsLengthChecked) {
+  TestServer server;
+  std::shared_ptr<grpc::Channel> curator =
+      TokenChannel(server.target(), server.curator_token());
+  const auto* file =
+      google::protobuf::DescriptorPool::generated_pool()->FindFileByName(
+          "dpopt/v1/dpopt.proto");
+  ASSERT_NE(file, nullptr);
+  google::protobuf::DynamicMessageFactory factory;
+  int checked = 0;
+  for (int i = 0; i < file->service_count(); ++i) {
+    const auto* svc = file->service(i);
+    for (int m = 0; m < svc->method_count(); ++m) {
+      const auto* method = svc->method(m);
+      if (method->client_streaming() || method->server_streaming()) continue;
+      std::unique_ptr<google::protobuf::Message> req(
+          factory.GetPrototype(method->input_type())->New());
+      const auto* refl = req->GetReflection();
+      bool has_string = false;
+      for (int f = 0; f < method->input_type()->field_count(); ++f) {
+        const auto* field = method->input_type()->field(f);
+        if (field->cpp_type() ==
+                google::protobuf::FieldDescriptor::CPPTYPE_STRING &&
+            !field->is_repeated()) {
+          refl->SetString(req.get(), field, std::string(1000, 'z'));
+          has_string = true;
+        } else if (field->cpp_type() ==
+                       google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE &&
+                   field->message_type()->FindFieldByName("dataset") !=
+                       nullptr) {
+          // A nested name (SubmitJob's and EstimateJob's spec.dataset).
+          auto* nested = refl->MutableMessage(req.get(), field, &factory);
+          nested->GetReflection()->SetString(
+              nested, field->message_type()->FindFieldByName("dataset"),
+              std::string(1000, 'z'));
+          has_string = true;
+        }
+      }
+      if (!has_string) continue;
+      SCOPED_TRACE(method->full_name());
+      const grpc::Status s =
+          RawUnary(curator.get(),
+                   absl::StrCat("/", svc->full_name(), "/", method->name()),
+                   req->SerializeAsString());
+      EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT) << s.error_message();
+      EXPECT_THAT(s.error_message(), HasSubstr("the limit is"));
+      ++checked;
+    }
+  }
+  Figure("limits: unary RPCs whose string fields were over their limits",
+         checked, "RPCs");
+  EXPECT_GE(checked, 15);
+  // The streaming RPCs.
+  {
+    grpc::ClientContext ctx;
+    v1::WatchJobRequest req;
+    req.set_id(std::string(1000, 'z'));
+    auto reader = server.jobs().WatchJob(&ctx, req);
+    v1::JobEvent ev;
+    for (int i = 0; i < 100 && reader->Read(&ev); ++i) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(), grpc::INVALID_ARGUMENT);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::DatasetInfo info;
+    auto writer = server.datasets().ImportDataset(&ctx, &info);
+    v1::ImportDatasetRequest h;
+    *h.mutable_header() = SmallCsvHeader(std::string(1000, 'z'), 1);
+    writer->Write(h);
+    writer->WritesDone();
+    EXPECT_EQ(writer->Finish().error_code(), grpc::INVALID_ARGUMENT);
+  }
+  // Nothing of the long values reached the audit log.
+  for (const v1::AuditEntry& e : Audit(server)) {
+    EXPECT_THAT(e.dataset(), Not(HasSubstr("zzzz")));
+    EXPECT_THAT(e.job_id(), Not(HasSubstr("zzzz")));
+    EXPECT_THAT(e.target(), Not(HasSubstr("zzzz")));
+  }
+}
+
+// ------------------------------------------------- (2) per-principal limits
+
+struct Limits {
+  int jobs = 3;
+  int watches = 4;
+  int estimates = 20;
+};
+
+std::function<void(server::ServerOptions&)> WithLimits(Limits l) {
+  return [l](server::ServerOptions& o) {
+    o.workers = 4;
+    o.limits.max_active_jobs = l.jobs;
+    o.limits.max_watch_streams = l.watches;
+    o.limits.max_estimates_per_second = l.estimates;
+  };
+}
+
+int64_t LedgerEntries(TestServer& server, const std::string& dataset) {
+  grpc::ClientContext ctx;
+  v1::ListLedgerRequest req;
+  req.set_dataset(dataset);
+  v1::ListLedgerResponse resp;
+  EXPECT_TRUE(server.budget().ListLedger(&ctx, req, &resp).ok());
+  return resp.entries_size();
+}
+
+TEST(HostileClientTest, OneAnalystCannotStarveAnother) {
+  TestServer server(WithLimits(Limits{}));
+  ASSERT_TRUE(
+      server.Import(SmallCsvHeader("private", 1e6), SmallCsv(2000)).ok());
+  ASSERT_TRUE(
+      server.Import(SmallCsvHeader("open", 0, true), SmallCsv(2000)).ok());
+  Stubs alice(TokenChannel(server.target(), server.CreateAnalyst("alice")));
+  Stubs bob(TokenChannel(server.target(), server.CreateAnalyst("bob")));
+  ASSERT_TRUE(server.Grant("alice", "private").ok());
+  ASSERT_TRUE(server.Grant("bob", "private").ok());
+
+  // Alice submits up to 1000 long jobs: refused past her limit, and a
+  // refused job is not charged.
+  std::vector<std::string> admitted;
+  int refused = 0;
+  std::string refusal;
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  for (int i = 0; i < 1000 && absl::Now() < deadline; ++i) {
+    v1::Job job;
+    const grpc::Status s = Submit(alice, LongSpec("private"), &job);
+    if (s.ok()) {
+      admitted.push_back(job.id());
+    } else {
+      EXPECT_EQ(s.error_code(), grpc::RESOURCE_EXHAUSTED) << s.error_message();
+      refusal = s.error_message();
+      ++refused;
+    }
+  }
+  Figure("limits: alice's submissions admitted", admitted.size(), "jobs");
+  Figure("limits: alice's submissions refused", refused, "jobs");
+  EXPECT_EQ(admitted.size(), 3u);  // the jobs run for far longer than this
+  EXPECT_GE(refused, 1);
+  EXPECT_THAT(refusal, HasSubstr("--max-jobs-per-principal"));
+  EXPECT_EQ(LedgerEntries(server, "private"),
+            static_cast<int64_t>(admitted.size()));
+  // Public-dataset jobs count too.
+  {
+    v1::Job job;
+    EXPECT_EQ(Submit(alice, QuickDpGdSpec("open", 0.5), &job).error_code(),
+              grpc::RESOURCE_EXHAUSTED);
+  }
+
+  // Estimates: a burst past the rate is refused, and charges nothing.
+  int estimates_ok = 0, estimates_refused = 0;
+  for (int i = 0; i < 100; ++i) {
+    grpc::ClientContext ctx;
+    v1::EstimateJobRequest req;
+    *req.mutable_spec() = QuickDpGdSpec("private", 0.5);
+    v1::JobEstimate est;
+    const grpc::Status s = alice.jobs->EstimateJob(&ctx, req, &est);
+    if (s.ok()) {
+      ++estimates_ok;
+    } else {
+      EXPECT_EQ(s.error_code(), grpc::RESOURCE_EXHAUSTED);
+      EXPECT_THAT(s.error_message(), HasSubstr("--max-estimates-per-second"));
+      ++estimates_refused;
+    }
+  }
+  Figure("limits: estimates answered of a burst of 100", estimates_ok, "calls");
+  EXPECT_GE(estimates_ok, 20);
+  EXPECT_GE(estimates_refused, 1);
+
+  // Watches: 100 streams on one job, at most the limit open.
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::JobEvent>>> readers;
+  int open_streams = 0, refused_streams = 0;
+  for (int i = 0; i < 100; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    contexts.back()->set_deadline(std::chrono::system_clock::now() +
+                                  std::chrono::seconds(120));
+    v1::WatchJobRequest req;
+    req.set_id(admitted.front());
+    auto reader = alice.jobs->WatchJob(contexts.back().get(), req);
+    v1::JobEvent ev;
+    if (reader->Read(&ev)) {
+      ++open_streams;
+      readers.push_back(std::move(reader));
+    } else {
+      const grpc::Status s = reader->Finish();
+      EXPECT_EQ(s.error_code(), grpc::RESOURCE_EXHAUSTED);
+      EXPECT_THAT(s.error_message(), HasSubstr("--max-watches-per-principal"));
+      ++refused_streams;
+    }
+  }
+  Figure("limits: watch streams open of 100 attempts", open_streams, "streams");
+  EXPECT_EQ(open_streams, 4);
+  EXPECT_EQ(refused_streams, 96);
+
+  // Meanwhile bob's job runs and completes.
+  v1::Job bobs;
+  ASSERT_TRUE(Submit(bob, QuickDpGdSpec("private", 0.5), &bobs).ok());
+  EXPECT_EQ(server.WaitForJob(bobs.id(), 120).state(), v1::JOB_STATE_SUCCEEDED);
+
+  for (auto& c : contexts) c->TryCancel();
+  for (auto& r : readers) (void)r->Finish();
+  for (const std::string& id : admitted) CancelJob(alice, id);
+  for (const std::string& id : admitted) server.WaitForJob(id, 120);
+  // Slots come back once the jobs have ended (released just after the
+  // final state is stored: a few bounded retries).
+  bool again = false;
+  for (int i = 0; i < 100 && !again; ++i) {
+    v1::Job job;
+    again = Submit(alice, QuickDpGdSpec("private", 0.5), &job).ok();
+    if (!again) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(again);
+}
+
+// ----------------------------------------------------- (4) revocation
+
+// Waits (bounded by the context's deadline) until the watch ends; returns
+// its status and the time it took after `from`.
+std::pair<grpc::Status, double> DrainWatch(
+    grpc::ClientReader<v1::JobEvent>& reader, absl::Time from) {
+  v1::JobEvent ev;
+  for (int i = 0; i < 1'000'000 && reader.Read(&ev); ++i) {
+  }
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - from);
+  return {reader.Finish(), seconds};
+}
+
+TEST(HostileClientTest, RevokingATokenOrPrincipalEndsItsStreams) {
+  TestServer server(WithLimits(Limits{}));
+  ASSERT_TRUE(
+      server.Import(SmallCsvHeader("private", 1e6), SmallCsv(2000)).ok());
+  const std::string alice_token = server.CreateAnalyst("alice");
+  const std::string bob_token = server.CreateAnalyst("bob");
+  ASSERT_TRUE(server.Grant("alice", "private").ok());
+  ASSERT_TRUE(server.Grant("bob", "private").ok());
+  Stubs alice(TokenChannel(server.target(), alice_token));
+  Stubs bob(TokenChannel(server.target(), bob_token));
+  Stubs curator(TokenChannel(server.target(), server.curator_token()));
+
+  struct Case {
+    std::string what;
+    Stubs* who;
+    std::function<grpc::Status()> revoke;
+  };
+  std::vector<Case> cases = {
+      {"RevokeToken", &alice,
+       [&] {
+         grpc::ClientContext ctx;
+         v1::RevokeTokenRequest r;
+         r.set_id(TokenId(alice_token));
+         v1::TokenInfo t;
+         return curator.admin->RevokeToken(&ctx, r, &t);
+       }},
+      {"RevokePrincipal", &bob,
+       [&] {
+         grpc::ClientContext ctx;
+         v1::RevokePrincipalRequest r;
+         r.set_name("bob");
+         v1::Principal p;
+         return curator.admin->RevokePrincipal(&ctx, r, &p);
+       }},
+  };
+  for (Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    v1::Job job;
+    ASSERT_TRUE(Submit(*c.who, LongSpec("private"), &job).ok());
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(60));
+    v1::WatchJobRequest req;
+    req.set_id(job.id());
+    auto reader = c.who->jobs->WatchJob(&ctx, req);
+    v1::JobEvent first;
+    ASSERT_TRUE(reader->Read(&first));
+    const absl::Time revoked = absl::Now();
+    ASSERT_TRUE(c.revoke().ok());
+    auto [status, seconds] = DrainWatch(*reader, revoked);
+    Figure(absl::StrCat("revocation: watch ended after ", c.what), seconds,
+           "s");
+    EXPECT_FALSE(status.ok());
+    EXPECT_NE(status.error_code(), grpc::DEADLINE_EXCEEDED);
+    CancelJob(curator, job.id());
+  }
+}
+
+TEST(HostileClientTest, AnExpiredTokenEndsItsWatch) {
+  TestServer server(WithLimits(Limits{}));
+  ASSERT_TRUE(
+      server.Import(SmallCsvHeader("private", 1e6), SmallCsv(2000)).ok());
+  server.CreateAnalyst("carol");
+  ASSERT_TRUE(server.Grant("carol", "private").ok());
+  v1::CreatedToken short_lived;
+  {
+    grpc::ClientContext ctx;
+    v1::CreateTokenRequest r;
+    r.set_principal("carol");
+    r.set_ttl_seconds(2);
+    ASSERT_TRUE(server.admin().CreateToken(&ctx, r, &short_lived).ok());
+  }
+  Stubs carol(TokenChannel(server.target(), short_lived.token()));
+  v1::Job job;
+  ASSERT_TRUE(Submit(carol, LongSpec("private"), &job).ok());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  v1::WatchJobRequest req;
+  req.set_id(job.id());
+  auto reader = carol.jobs->WatchJob(&ctx, req);
+  v1::JobEvent first;
+  ASSERT_TRUE(reader->Read(&first));
+  auto [status, seconds] = DrainWatch(*reader, absl::Now());
+  Figure("revocation: watch ended after its token expired (ttl 2 s)", seconds,
+         "s");
+  EXPECT_EQ(status.error_code(), grpc::UNAUTHENTICATED);
+  grpc::ClientContext cancel_ctx;
+  v1::CancelJobRequest cancel;
+  cancel.set_id(job.id());
+  v1::Job cancelled;
+  (void)server.jobs().CancelJob(&cancel_ctx, cancel, &cancelled);
+}
+
+TEST(HostileClientTest, RevokingATokenEndsItsOpenImport) {
+  TestServer server;
+  v1::CreatedToken second;
+  {
+    grpc::ClientContext ctx;
+    v1::CreatePrincipalRequest r;
+    r.set_name("curator2");
+    r.set_role(v1::ROLE_CURATOR);
+    ASSERT_TRUE(server.admin().CreatePrincipal(&ctx, r, &second).ok());
+  }
+  Stubs curator2(TokenChannel(server.target(), second.token()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  v1::DatasetInfo info;
+  auto writer = curator2.datasets->ImportDataset(&ctx, &info);
+  v1::ImportDatasetRequest h;
+  *h.mutable_header() = SmallCsvHeader("half", 1);
+  ASSERT_TRUE(writer->Write(h));
+  v1::ImportDatasetRequest c;
+  c.set_chunk(SmallCsv(100));
+  ASSERT_TRUE(writer->Write(c));
+  // The import is open and idle; its curator's token is revoked.
+  const absl::Time revoked = absl::Now();
+  {
+    grpc::ClientContext rctx;
+    v1::RevokeTokenRequest r;
+    r.set_id(second.info().id());
+    v1::TokenInfo t;
+    ASSERT_TRUE(server.admin().RevokeToken(&rctx, r, &t).ok());
+  }
+  const grpc::Status s = writer->Finish();
+  Figure("revocation: open import ended after RevokeToken",
+         absl::ToDoubleSeconds(absl::Now() - revoked), "s");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.error_code(), grpc::DEADLINE_EXCEEDED);
+  grpc::ClientContext gctx;
+  v1::GetDatasetRequest get;
+  get.set_name("half");
+  v1::DatasetInfo got;
+  EXPECT_EQ(server.datasets().GetDataset(&gctx, get, &got).error_code(),
+            grpc::NOT_FOUND);
+}
+
+// ----------------------------------------------------- (6) file modes
+
+void ExpectPrivate(const std::string& path) {
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0) << path;
+  EXPECT_EQ(st.st_mode & 077, 0u)
+      << path << " has mode " << std::oct << (st.st_mode & 07777);
+}
+
+TEST(HostileClientTest, FilesTheServerAndBackupCreateAreOwnerOnly) {
+  // A permissive umask: the modes must come from the code, not the umask.
+  const mode_t old_umask = ::umask(022);
+  {
+    TestServer server;
+    ASSERT_TRUE(server.Import(SmallCsvHeader("d", 1), SmallCsv(10)).ok());
+    const std::string db = server.db_path();
+    for (const std::string& f :
+         {db, db + "-wal", db + "-shm", db + ".ledger-mark",
+          db + ".curator-token", db + ".lock"}) {
+      ExpectPrivate(f);
+    }
+    const std::string backup = db + ".backup";
+    ASSERT_TRUE(storage::BackupDatabase(db, backup).ok());
+    ExpectPrivate(backup);
+    server.Stop();
+    auto restored = storage::RestoreDatabase(backup, db, db + ".ledger-mark");
+    ASSERT_TRUE(restored.ok()) << restored.status();
+    ExpectPrivate(db);
+    for (const std::string& aside : restored->moved_aside) {
+      ExpectPrivate(aside);
+    }
+    server.Start();
+    ExpectPrivate(db + "-wal");
+  }
+  ::umask(old_umask);
+}
+
+// ----------------------------------------------------- audit chain
+
+TEST(HostileClientTest, AuditRecordsNameTokenAndPeerAndFormAVerifiedChain) {
+  TestServer server;
+  const std::string alice = server.CreateAnalyst("alice");
+  Stubs as_alice(TokenChannel(server.target(), alice));
+  for (int i = 0; i < 5; ++i) {
+    grpc::ClientContext ctx;
+    v1::WhoAmIRequest req;
+    v1::Principal p;
+    ASSERT_TRUE(as_alice.admin->WhoAmI(&ctx, req, &p).ok());
+  }
+  bool found = false;
+  for (const v1::AuditEntry& e : Audit(server)) {
+    if (e.principal() != "alice") continue;
+    found = true;
+    EXPECT_EQ(e.token_id(), TokenId(alice));
+    EXPECT_THAT(e.peer(), HasSubstr("127.0.0.1"));
+    EXPECT_THAT(e.SerializeAsString(),
+                Not(HasSubstr(alice.substr(alice.find('.') + 1))));
+  }
+  EXPECT_TRUE(found);
+  const std::string db = server.db_path();
+  server.Stop();
+  const std::string verify = absl::StrCat(
+      DPOPT_SERVER_BIN, " audit-verify --db=", db, " > /dev/null 2>&1");
+  EXPECT_EQ(std::system(verify.c_str()), 0);
+
+  // Someone edits a record behind the server's back (dropping the trigger
+  // that forbids it).
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw,
+                         "DROP TRIGGER audit_no_update; "
+                         "UPDATE audit SET principal = 'mallory' WHERE seq = "
+                         "(SELECT MIN(seq) + 2 FROM audit WHERE hash != x'')",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(raw);
+  EXPECT_NE(std::system(verify.c_str()), 0);
+  storage::ConnectionOptions ro;
+  ro.read_only = true;
+  ro.create_if_missing = false;
+  auto conn = storage::Connection::Open(db, ro);
+  ASSERT_TRUE(conn.ok());
+  auto report = storage::AccessStore::VerifyAuditChain(**conn);
+  ASSERT_TRUE(report.ok());
+  EXPECT_FALSE(report->ok());
+  EXPECT_GT(report->first_broken_seq, 0);
+}
+
+TEST(HostileClientTest, AuditChainDetectsARemovedRecord) {
+  TestServer server;
+  for (int i = 0; i < 5; ++i) server.CreateAnalyst(absl::StrCat("a", i));
+  const std::string db = server.db_path();
+  server.Stop();
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw,
+                         "DROP TRIGGER audit_no_delete; "
+                         "DELETE FROM audit WHERE seq = "
+                         "(SELECT MIN(seq) + 1 FROM audit WHERE hash != x'')",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(raw);
+  storage::ConnectionOptions ro;
+  ro.read_only = true;
+  ro.create_if_missing = false;
+  auto conn = storage::Connection::Open(db, ro);
+  ASSERT_TRUE(conn.ok());
+  auto report = storage::AccessStore::VerifyAuditChain(**conn);
+  ASSERT_TRUE(report.ok());
+  EXPECT_FALSE(report->ok());
+}
+
+TEST(HostileClientTest, AuditArchiveMovesOldRecordsAndKeepsTheChain) {
+  TestServer server;
+  for (int i = 0; i < 5; ++i) server.CreateAnalyst(absl::StrCat("old", i));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const absl::Time cut = absl::Now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 3; ++i) server.CreateAnalyst(absl::StrCat("new", i));
+  const int64_t total = static_cast<int64_t>(Audit(server).size());
+  const std::string db = server.db_path();
+  const std::string archive = db + ".audit-archive.jsonl";
+  // While the server runs.
+  const std::string cmd = absl::StrCat(
+      DPOPT_SERVER_BIN, " audit-archive --db=", db, " --before=",
+      absl::FormatTime(absl::RFC3339_full, cut, absl::UTCTimeZone()),
+      " --to=", archive, " > /dev/null 2>&1");
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  ExpectPrivate(archive);
+  // A second archive to the same file is refused.
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  const std::string contents = ReadFileOrDie(archive);
+  const int64_t lines = std::count(contents.begin(), contents.end(), '\n');
+  std::vector<v1::AuditEntry> left = Audit(server);
+  // Header + the archived records; the rest stay, plus the archive's record
+  // (and the ListAudit calls of this test).
+  EXPECT_GE(lines - 1, 1);
+  EXPECT_LT(lines - 1, total);
+  bool recorded = false;
+  for (const v1::AuditEntry& e : left) {
+    if (e.method() != "Server/AuditArchive") continue;
+    recorded = true;
+    EXPECT_THAT(e.detail(),
+                HasSubstr(absl::BytesToHexString(server::Sha256(contents))));
+  }
+  EXPECT_TRUE(recorded);
+  server.Stop();
+  const std::string verify = absl::StrCat(
+      DPOPT_SERVER_BIN, " audit-verify --db=", db, " > /dev/null 2>&1");
+  EXPECT_EQ(std::system(verify.c_str()), 0);
+}
+
+// ----------------------------------------------------- reflection
+
+TEST(HostileClientTest, ReflectionIsOffUnlessAskedFor) {
+  // ServerReflectionRequest{list_services: ""}.
+  const std::string list_services("\x3a\x00", 2);
+  const std::string method =
+      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
+  {
+    TestServer server;
+    auto ch = TokenChannel(server.target(), "");
+    EXPECT_EQ(RawUnary(ch.get(), method, list_services).error_code(),
+              grpc::UNIMPLEMENTED);
+  }
+  {
+    TestServer server([](server::ServerOptions& o) { o.reflection = true; });
+    auto ch = TokenChannel(server.target(), "");
+    EXPECT_NE(RawUnary(ch.get(), method, list_services).error_code(),
+              grpc::UNIMPLEMENTED);
+  }
+}
+
+}  // namespace
+}  // namespace dpopt::testing
