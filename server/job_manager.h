@@ -22,6 +22,7 @@
 #include "dpopt/v1/dpopt.pb.h"
 #include "server/dataset_cache.h"
 #include "server/dataset_manager.h"
+#include "server/job_limits.h"
 #include "server/trace_hub.h"
 #include "storage/database.h"
 
@@ -38,6 +39,11 @@ class JobManager {
     std::optional<optim::distributed_dda::MpiSettings> mpi;
     // Decoded datasets kept between jobs (server/dataset_cache.h).
     DatasetCache::Options dataset_cache;
+    // Largest public work bound (optim::Calibration::work_units, in
+    // row-coordinate operations) of a job this server admits; larger jobs
+    // are refused with INVALID_ARGUMENT before anything is charged. In
+    // [1, 1e18]; default server/job_limits.h.
+    double max_job_work = kDefaultMaxJobWork;
     absl::Status Validate() const;
   };
 

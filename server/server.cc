@@ -120,6 +120,7 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   jo.queue_capacity = options.queue_capacity;
   jo.mpi = options.mpi;
   jo.dataset_cache.capacity_bytes = options.dataset_cache_mb << 20;
+  jo.max_job_work = options.max_job_work;
   ASSIGN_OR_RETURN(
       s->jobs_,
       JobManager::Create(jo, s->db_.get(), s->datasets_.get(), s->hub_.get()));
