@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -177,6 +178,30 @@ absl::StatusOr<AccountingPlan> DpDda::Plan(const PublicDatasetInfo& info,
     return Invalid(absl::StrCat(options_.nodes, " nodes x ", parameters,
                                 " parameters exceed the limit of ",
                                 kMaxStateEntries, " state entries"));
+  }
+  if (options_.execution == Execution::kMpi) {
+    // Everything the ranks refuse (wire.cc's 1e8-value vectors and shards,
+    // worker.cc's 2^31-byte blocks) is checked here, from public shapes,
+    // before charging. A shard has at most R rows: floor(N / n) without
+    // replacement; with Poisson assignment to uniform nodes, R = N / n +
+    // 12 sqrt(N / n) + 64, exceeded with probability below 2^-100 whatever
+    // the data (the assignment does not look at the rows). Sparse rows are
+    // bounded by their dense size, so no limit depends on private nonzeros.
+    const double n_rows = static_cast<double>(info.rows);
+    const double mean = n_rows / options_.nodes;
+    const double shard_rows =
+        std::min(n_rows, std::ceil(mean + 12 * std::sqrt(mean) + 64));
+    const double d = static_cast<double>(info.dimension);
+    const double values = shard_rows * d;
+    const double bytes = 64 + shard_rows * (8 + 8 + 16 * d);
+    if (!(values <= 1e8) ||
+        !(bytes <= static_cast<double>(std::numeric_limits<int>::max()))) {
+      return Invalid(absl::StrFormat(
+          "MPI execution: a shard may hold up to %.0f rows x %d coordinates "
+          "(%.3g values, %.3g bytes); the ranks accept at most 1e8 values "
+          "and 2^31 bytes per shard: use more nodes or the simulation",
+          shard_rows, info.dimension, values, bytes));
+    }
   }
   AccountingInput in;
   in.mode = options_.accounting;

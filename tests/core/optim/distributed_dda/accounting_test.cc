@@ -206,6 +206,31 @@ TEST(DdaAccountingTest, RejectsImpossibleSetups) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("gamma")));
 }
 
+// MPI execution: shards the ranks would refuse (more than 1e8 values or
+// 2^31 bytes) are refused before charging, from public shapes only.
+TEST(DpDdaCalibrationTest, MpiShardsBeyondTheRanksLimitsAreRefused) {
+  DpDdaOptions o = Options();
+  o.execution = Execution::kMpi;
+  MpiSettings m;
+  m.mpirun = "mpirun";
+  m.worker = "/nonexistent/dpopt-dda-worker";  // never started here
+  o.mpi = m;
+  o.nodes = 2;
+  auto two = DpDda::Create(o);
+  ASSERT_TRUE(two.ok()) << two.status();
+  // 2e6 rows of 100 coordinates on 2 nodes: about 1e8 values per shard.
+  EXPECT_THAT(
+      (*two)->Calibrate(Info(2000000, Relation::kAddRemove, 100), Target(1))
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("MPI execution")));
+  o.nodes = 20;
+  auto twenty = DpDda::Create(o);
+  ASSERT_TRUE(twenty.ok()) << twenty.status();
+  EXPECT_TRUE(
+      (*twenty)->Calibrate(Info(2000000, Relation::kAddRemove, 100), Target(1))
+          .ok());
+}
+
 // Between two trace points far apart the run still stops within one pass
 // of a stop request (optim::StepReporter::StopRequested, asked before every
 // pass), without a further trace point.
