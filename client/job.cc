@@ -64,6 +64,12 @@ void PrintCalibration(const pb::Calibration& c) {
       "  steps      %d, sampling rate %s (expected batch %s), clip norm %s\n",
       Num(c.noise_multiplier()), Num(c.noise_stddev()), c.steps(),
       Num(c.sampling_rate()), Num(c.expected_batch_size()), Num(c.clip_norm()));
+  if (c.work_units() > 0) {
+    std::cout << absl::StrFormat(
+        "  work       at most %s row-coordinate operations (public bound, "
+        "checked against the server's limit before charging)\n",
+        Num(c.work_units()));
+  }
   for (const auto& n : c.notes()) std::cout << "  note       " << n << "\n";
 }
 

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "core/common/status_macros.h"
 #include "core/noise/random.h"
+#include "core/optim/distributed_dda/mpi_launcher.h"
 #include "core/optim/objective.h"
 #include "core/privacy/privacy_filter.h"
 #include "server/event_log.h"
@@ -76,6 +77,7 @@ v1::Calibration CalibrationToProto(const optim::Calibration& c) {
   out.set_sampling_rate(c.sampling_rate);
   out.set_expected_batch_size(c.expected_batch_size);
   out.set_clip_norm(c.clip_norm);
+  out.set_work_units(c.work_units);
   for (const auto& n : c.notes) out.add_notes(n);
   return out;
 }
@@ -139,6 +141,9 @@ struct JobManager::Prepared {
 
 absl::Status JobManager::Options::Validate() const {
   if (workers < 1) return absl::InvalidArgumentError("workers must be >= 1");
+  if (!(max_job_work >= 1 && max_job_work <= 1e18)) {
+    return absl::InvalidArgumentError("max_job_work must be in [1, 1e18]");
+  }
   if (queue_capacity < 1) {
     return absl::InvalidArgumentError("queue_capacity must be >= 1");
   }
@@ -156,6 +161,12 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
   RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<JobManager> m(new JobManager(db, datasets, hub));
   m->options_ = options;
+  // Start-up check: only the production worker (secure generators) may run
+  // dp_dda's ranks.
+  if (options.mpi.has_value()) {
+    RETURN_IF_ERROR(
+        optim::distributed_dda::CheckProductionWorker(*options.mpi));
+  }
   ASSIGN_OR_RETURN(m->cache_, DatasetCache::Create(options.dataset_cache));
   jobs::JobRunner::Options ro;
   ro.workers = options.workers;
@@ -261,6 +272,19 @@ absl::StatusOr<JobManager::Prepared> JobManager::Prepare(
   }
   if (!calibration.ok()) return calibration.status();
   p.calibration = *std::move(calibration);
+  // Every job's work is bounded from public values before anything is
+  // charged (docs/architecture.md, invariant "public work bounds").
+  if (!(p.calibration.work_units > 0)) {
+    return absl::InternalError(absl::StrCat(
+        p.job.algorithm_name, " did not bound its work; refused (a defect)"));
+  }
+  if (p.calibration.work_units > options_.max_job_work) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: the public bound on this job's work, %.4g row-coordinate "
+        "operations, exceeds this server's limit of %.4g (--max-job-work); "
+        "reduce the steps, the iterations or the problem size",
+        p.job.algorithm_name, p.calibration.work_units, options_.max_job_work));
+  }
   if (spec.trace_every() == 0) {
     // Default: about 100 trace points over the planned steps.
     p.job.trace_every = DefaultTraceEvery(p.calibration.steps);
@@ -461,8 +485,10 @@ absl::StatusOr<v1::Job> JobManager::Admit(
   return Get(id);
 }
 
-// Records privatized trace points: persisted, streamed to watchers, and
-// checks for cancellation between steps.
+// Records privatized trace points (persisted, streamed to watchers) and
+// answers the algorithms' stop questions from the job's cancellation token
+// (set by Cancel, a dataset deletion and server shutdown). Called only
+// through optim::StepReporter.
 class JobManager::TraceRecorder : public optim::IterationCallback {
  public:
   TraceRecorder(JobManager* m, const std::string& job_id,
@@ -474,6 +500,8 @@ class JobManager::TraceRecorder : public optim::IterationCallback {
         objective_(objective),
         eval_(eval),
         token_(token) {}
+
+  bool StopRequested() override { return token_.cancelled(); }
 
   bool OnIteration(const optim::IterationSummary& s) override {
     if (token_.cancelled()) return false;

@@ -23,6 +23,7 @@
 #include "dpopt/v1/dpopt.pb.h"
 #include "server/dataset_cache.h"
 #include "server/dataset_manager.h"
+#include "server/job_limits.h"
 #include "server/metrics.h"
 #include "server/principal_limits.h"
 #include "server/trace_hub.h"
@@ -47,6 +48,11 @@ class JobManager {
     // Queued + running jobs of one principal, public-dataset jobs included
     // (server/principal_limits.h); 0 = no limit.
     int max_active_jobs_per_principal = 0;
+    // Largest public work bound (optim::Calibration::work_units, in
+    // row-coordinate operations) of a job this server admits; larger jobs
+    // are refused with INVALID_ARGUMENT before anything is charged. In
+    // [1, 1e18]; default server/job_limits.h.
+    double max_job_work = kDefaultMaxJobWork;
     absl::Status Validate() const;
   };
 

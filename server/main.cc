@@ -41,6 +41,9 @@ ABSL_FLAG(int, kernel_threads, 0,
           "threads one large kernel call (full-batch gradient, evaluation on a "
           "large set) may use; 0 = hardware threads, at most 4; results are "
           "identical for any value");
+ABSL_FLAG(double, max_job_work, dpopt::server::kDefaultMaxJobWork,
+          "largest public bound on a job's work (row-coordinate operations) "
+          "the server admits; larger jobs are refused before charging");
 ABSL_FLAG(int64_t, dataset_cache_mb, 512,
           "memory cap (MiB) of the decoded datasets kept between jobs so a "
           "job does not re-read its rows from the database; least recently "
@@ -306,7 +309,8 @@ int main(int argc, char** argv) {
       "Holds datasets and a persistent privacy ledger in SQLite and runs DP\n"
       "optimization jobs submitted over gRPC (see `dpopt --help`).\n\n"
       "usage: dpopt-server [--db=PATH] [--listen=HOST:PORT] [--workers=N] "
-      "[--queue=N] [--dataset-cache-mb=N] [--curator-token-file=PATH] "
+      "[--queue=N] [--dataset-cache-mb=N] [--max-job-work=X] "
+      "[--curator-token-file=PATH] "
       "[--tls-cert=PEM "
       "--tls-key=PEM [--tls-client-ca=PEM]] [--insecure] "
       "[--console-listen=HOST:PORT] [--ledger-mark-file=PATH] "
@@ -388,6 +392,7 @@ int main(int argc, char** argv) {
   o.workers = absl::GetFlag(FLAGS_workers);
   o.queue_capacity = absl::GetFlag(FLAGS_queue);
   o.dataset_cache_mb = absl::GetFlag(FLAGS_dataset_cache_mb);
+  o.max_job_work = absl::GetFlag(FLAGS_max_job_work);
   o.kernel_threads = absl::GetFlag(FLAGS_kernel_threads);
   o.curator_token_file = absl::GetFlag(FLAGS_curator_token_file);
   o.tls_cert = absl::GetFlag(FLAGS_tls_cert);

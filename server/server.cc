@@ -182,6 +182,7 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   jo.mpi = options.mpi;
   jo.dataset_cache.capacity_bytes = options.dataset_cache_mb << 20;
   jo.max_active_jobs_per_principal = options.limits.max_active_jobs;
+  jo.max_job_work = options.max_job_work;
   ASSIGN_OR_RETURN(
       s->jobs_,
       JobManager::Create(jo, s->db_.get(), s->datasets_.get(), s->hub_.get()));
@@ -319,8 +320,8 @@ ScrapeSample DpoptServer::Sample() const {
   }
   if (options_.metrics.dataset_budgets && datasets_ != nullptr) {
     absl::StatusOr<v1::ListDatasetsResponse> all = datasets_->List();
-    for (const v1::DatasetInfo& d :
-         all.ok() ? all->datasets() : v1::ListDatasetsResponse().datasets()) {
+    if (!all.ok()) return out;
+    for (const v1::DatasetInfo& d : all->datasets()) {
       if (d.public_()) continue;
       absl::StatusOr<v1::BudgetStatus> b = datasets_->Budget(d.name(), "");
       if (!b.ok()) continue;

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "core/optim/distributed_dda/mpi_settings.h"
 #include "grpcpp/grpcpp.h"
+#include "server/job_limits.h"
 #include "server/metrics.h"
 #include "server/principal_limits.h"
 #include "storage/ledger_mark.h"
@@ -50,6 +51,9 @@ struct ServerOptions {
   // Memory cap of the decoded datasets kept between jobs
   // (server/dataset_cache.h), in MiB; 0 turns the cache off.
   int64_t dataset_cache_mb = 512;
+  // Largest public work bound of an admitted job (JobManager::Options::
+  // max_job_work), in [1, 1e18].
+  double max_job_work = kDefaultMaxJobWork;
   // Threads one large kernel call may use (full-batch gradients, evaluation
   // on large sets; core/optim/parallel.h); 0 = hardware threads, at most 4.
   // Results never depend on it (fixed chunks, fixed-order sums).

@@ -1,7 +1,8 @@
-// Bridges a job's CancellationToken and trace sink to the solve loop's
-// IterationCallback: every privatized per-iteration summary goes to the sink
-// (e.g. the job store / Watch stream), and the loop stops between steps once
-// the token is cancelled.
+// Bridges a job's CancellationToken and trace sink to an algorithm's
+// IterationCallback (called only through optim::StepReporter): every privatized per-iteration summary goes to the sink
+// (e.g. the job store / Watch stream), and the algorithm stops (between
+// steps, or inside a long step through optim::StepReporter::StopRequested)
+// once the token is cancelled.
 #ifndef DPOPT_CORE_JOBS_JOB_CALLBACK_H_
 #define DPOPT_CORE_JOBS_JOB_CALLBACK_H_
 
@@ -28,6 +29,7 @@ class JobIterationCallback final : public optim::IterationCallback {
     if (sink_) sink_(summary);
     return !token_.cancelled();
   }
+  bool StopRequested() override { return token_.cancelled(); }
 
  private:
   CancellationToken token_;

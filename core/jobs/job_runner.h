@@ -12,8 +12,9 @@
 //
 // Cancellation: Cancel(job_id) sets the job's token. A queued job still runs
 // (promptly, with the token already cancelled) so the caller's work function
-// can record the final state; a running job sees the token between steps
-// (the solve loop's IterationCallback checks token.cancelled()).
+// can record the final state; a running job sees the token within ~100 ms
+// of work (its IterationCallback answers optim::StepReporter's stop
+// questions from token.cancelled()).
 //
 // Thread-safe. Work functions run on worker threads and must not throw.
 #ifndef DPOPT_CORE_JOBS_JOB_RUNNER_H_

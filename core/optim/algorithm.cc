@@ -1,6 +1,7 @@
 #include "core/optim/algorithm.h"
 
 #include <cmath>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -48,6 +49,27 @@ absl::Status CheckPrivateTarget(const PrivacyTarget& target) {
     return absl::InvalidArgumentError("delta must be in (0, 1)");
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckRelation(privacy::Relation relation,
+                           absl::Span<const privacy::Relation> supported,
+                           absl::string_view job_type) {
+  for (privacy::Relation r : supported) {
+    if (r == relation) return absl::OkStatus();
+  }
+  std::string names;
+  for (privacy::Relation r : supported) {
+    absl::StrAppend(&names, names.empty() ? "" : " or ",
+                    privacy::RelationName(r));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      job_type, " is analysed under the ", names,
+      " relation; the dataset is declared ", privacy::RelationName(relation)));
+}
+
+double PassWork(double passes, int64_t rows, int64_t coordinates) {
+  return passes * (static_cast<double>(rows) + 1) *
+         static_cast<double>(coordinates);
 }
 
 }  // namespace dpopt::optim

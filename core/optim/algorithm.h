@@ -5,17 +5,21 @@
 // before data"):
 //   1. The server builds PublicDatasetInfo from the dataset's PUBLIC metadata
 //      and calls Calibrate(): data-free, it fixes every privacy parameter
-//      (noise, steps, sampling rate, clip norm) and returns the DpEvent the
-//      job will be charged.
+//      (noise, steps, sampling rate, clip norm) and every bound on the run's
+//      work, and returns the DpEvent the job will be charged.
 //   2. The server charges the ledger with Calibration::event (durably).
 //   3. Only then Run() touches the private rows, using only the
 //      calibration's parameters. Everything it hands to the callback and
 //      returns is privatized (post-processing of noisy releases).
 //
-// Run() is implemented on top of the non-virtual SolveLoop
-// (core/optim/solve_loop.h), which owns the job-internal budget, step
-// counting, cancellation and the trace; algorithms only ask the
-// PrivateGradientOracle (core/optim/private_oracle.h) for privatized values.
+// Every Run() reports its progress through a StepReporter
+// (core/optim/step_reporter.h), the only code that may call the
+// IterationCallback: it records trace points after completed steps and
+// answers the cheap "should I stop" question long inner loops ask between
+// units of work. Fixed-schedule gradient methods run on the non-virtual
+// SolveLoop (core/optim/solve_loop.h), which drives a StepReporter for them;
+// the other families (bilevel, piecewise-affine, distributed DDA) own their
+// loops and use a StepReporter directly.
 #ifndef DPOPT_CORE_OPTIM_ALGORITHM_H_
 #define DPOPT_CORE_OPTIM_ALGORITHM_H_
 
@@ -26,6 +30,8 @@
 
 #include "Eigen/Dense"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "core/data/dataset.h"
 #include "core/noise/random.h"
 #include "core/optim/model.h"
@@ -97,6 +103,12 @@ struct Calibration {
   // PublicDatasetInfo::problem_json the calibration was made for
   // (piecewise-affine family runs on it); empty otherwise.
   std::string problem_json;
+  // Public upper bound on Run()'s work, in row-coordinate operations (one
+  // multiply-add of one coordinate of one row: a gradient pass over n rows
+  // of dimension d is n d), computed from public values only. The server
+  // refuses the job with INVALID_ARGUMENT, before charging, when it exceeds
+  // the server's limit. Every Calibrate() sets it (> 0).
+  double work_units = 0;
 };
 
 // Per-iteration summary handed to the callback. Everything here is
@@ -109,13 +121,24 @@ struct IterationSummary {
   double noisy_gradient_norm = 0;
 };
 
-// Trace sink and cancellation hook (after ceres' IterationCallback). Called
-// by the solve loop after every completed step, on the job's thread.
+class StepReporter;  // core/optim/step_reporter.h
+
+// Trace sink and cancellation hook (after ceres' IterationCallback),
+// implemented by the server (and by tests). Only StepReporter calls it, on
+// the job's thread: algorithms never do, so every family reports and stops
+// the same way.
 class IterationCallback {
  public:
   virtual ~IterationCallback() = default;
-  // Returns false to stop (cancel): the loop performs no further step.
+
+ private:
+  friend class StepReporter;
+  // A completed step: records a trace point. Returns false to stop
+  // (cancel): the algorithm performs no further step.
   virtual bool OnIteration(const IterationSummary& summary) = 0;
+  // Cheap (no trace point, no I/O): true once the run must stop. Long inner
+  // loops ask it between units of work of at most about 100 ms.
+  virtual bool StopRequested() { return false; }
 };
 
 // Per-run environment supplied by the server.
@@ -195,6 +218,17 @@ class Algorithm {
 // label_bound > 0). INVALID_ARGUMENT otherwise.
 absl::Status CheckPublicInfo(const PublicDatasetInfo& info,
                              const ModelConfig& model, bool private_run);
+// OK if `relation` is one of `supported`, the neighbouring relations the
+// calling family's privacy analysis covers; INVALID_ARGUMENT naming
+// `job_type` otherwise. Every private Calibrate() checks the dataset's
+// relation this way itself (the server's checks are not relied on).
+absl::Status CheckRelation(privacy::Relation relation,
+                           absl::Span<const privacy::Relation> supported,
+                           absl::string_view job_type);
+// Calibration::work_units of `passes` passes over `rows` rows of
+// `coordinates` coordinates each, plus `coordinates` per pass for the noise
+// and the update: passes (rows + 1) coordinates (a double: never overflows).
+double PassWork(double passes, int64_t rows, int64_t coordinates);
 // OK if target is a valid private (epsilon, delta) target: epsilon finite and
 // > 0, delta in (0, 1), non_private false. INVALID_ARGUMENT otherwise.
 absl::Status CheckPrivateTarget(const PrivacyTarget& target);

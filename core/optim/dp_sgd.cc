@@ -60,6 +60,10 @@ class DpSgd final : public Algorithm {
       const PrivacyTarget& target) const override {
     RETURN_IF_ERROR(CheckPublicInfo(info, options_.model, true));
     RETURN_IF_ERROR(CheckPrivateTarget(target));
+    RETURN_IF_ERROR(CheckRelation(
+        info.relation,
+        {privacy::Relation::kAddRemove, privacy::Relation::kReplaceOne},
+        name()));
     ASSIGN_OR_RETURN(std::unique_ptr<Objective> objective,
                      Objective::Create(options_.model, info.dimension));
     const int64_t p = objective->parameter_size();
@@ -132,6 +136,8 @@ class DpSgd final : public Algorithm {
 
     c.noise_multiplier = z;
     c.steps = steps;
+    // One pass over at most n rows per step (a Poisson batch is a subset).
+    c.work_units = PassWork(static_cast<double>(steps), info.rows, p);
     c.sampling_rate = q;
     c.expected_batch_size = q * static_cast<double>(info.rows);
     c.noise_stddev = plan.sigma / c.expected_batch_size;

@@ -46,8 +46,12 @@ class NonPrivateGd final : public Algorithm {
           "non-private gradient descent runs only on public datasets");
     }
     RETURN_IF_ERROR(CheckPublicInfo(info, options_.model, false));
+    ASSIGN_OR_RETURN(std::unique_ptr<Objective> objective,
+                     Objective::Create(options_.model, info.dimension));
     Calibration c;
     c.steps = options_.steps;
+    c.work_units = PassWork(static_cast<double>(options_.steps), info.rows,
+                            objective->parameter_size());
     c.sampling_rate = 1;
     c.expected_batch_size = static_cast<double>(info.rows);
     c.rows = info.rows;

@@ -1,6 +1,7 @@
 #include "core/optim/solve_loop.h"
 
 #include "core/common/status_macros.h"
+#include "core/optim/step_reporter.h"
 
 namespace dpopt::optim {
 
@@ -18,6 +19,7 @@ absl::StatusOr<SolveResult> SolveLoop::Run(const Options& options,
                                            IterationCallback* callback) {
   RETURN_IF_ERROR(options.Validate());
   SolveResult result;
+  StepReporter reporter(callback, options.max_steps);
   for (int64_t t = 0; t < options.max_steps; ++t) {
     StepInfo info;
     const absl::Status s = method.Step(t, oracle, &info);
@@ -27,14 +29,10 @@ absl::StatusOr<SolveResult> SolveLoop::Run(const Options& options,
     }
     RETURN_IF_ERROR(s);
     result.steps_done = t + 1;
-    if (callback != nullptr) {
-      const IterationSummary summary{result.steps_done, options.max_steps,
-                                     method.iterate(),
-                                     info.noisy_gradient_norm};
-      if (!callback->OnIteration(summary)) {
-        result.cancelled = result.steps_done < options.max_steps;
-        break;
-      }
+    if (!reporter.Report(result.steps_done, method.iterate(),
+                         info.noisy_gradient_norm)) {
+      result.cancelled = result.steps_done < options.max_steps;
+      break;
     }
   }
   const Objective& objective = oracle.objective();

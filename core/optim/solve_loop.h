@@ -1,8 +1,12 @@
-// The one, non-virtual solve loop (docs/architecture.md, conventions "one solve
-// loop" and "update rules are post-processing"). It owns step counting, the
-// job-internal budget (through the oracle it drives), cancellation and the
-// trace; an IterativeMethod only asks the oracle for privatized quantities and
-// updates its iterate (post-processing).
+// The non-virtual solve loop of the fixed-schedule gradient methods (dp_gd,
+// dp_sgd, gd, the accelerated and line-search families; docs/architecture.md,
+// conventions "one driver" and "update rules are post-processing"). It owns
+// step counting and the job-internal budget (through the oracle it drives),
+// and reports every step through a StepReporter (core/optim/step_reporter.h),
+// the path every algorithm uses for the trace and cancellation; an
+// IterativeMethod only asks the oracle for privatized quantities and updates
+// its iterate (post-processing). One step is one gradient pass, so the loop
+// checks for a stop request after every pass.
 #ifndef DPOPT_CORE_OPTIM_SOLVE_LOOP_H_
 #define DPOPT_CORE_OPTIM_SOLVE_LOOP_H_
 
@@ -46,14 +50,14 @@ class SolveLoop final {
   };
 
   // Runs `method` for up to options.max_steps steps. After every completed
-  // step it calls callback->OnIteration (if callback != null) with the
-  // privatized iterate; `false` stops the loop (cancelled = true) before the
-  // next step (a stop request after the last planned step is not counted
-  // as a cancellation). Stops cleanly when the budget refuses a release
-  // (budget_exhausted = true). Returns the last iterate as the model and
-  // budget.Spent() as `spent`.
-  // Errors: INVALID_ARGUMENT (options), or the first non-budget error of a
-  // step (e.g. the rng's failure); then nothing more is published.
+  // step it reports the privatized iterate through a StepReporter on
+  // `callback` (may be null); a stop request stops the loop (cancelled =
+  // true) before the next step (a stop request after the last planned step is
+  // not counted as a cancellation). Stops cleanly when the budget refuses a
+  // release (budget_exhausted = true). Returns the last iterate as the model
+  // and budget.Spent() as `spent`. Errors: INVALID_ARGUMENT (options), or the
+  // first non-budget error of a step (e.g. the rng's failure); then nothing
+  // more is published.
   static absl::StatusOr<SolveResult> Run(const Options& options,
                                          IterativeMethod& method,
                                          PrivateGradientOracle& oracle,

@@ -93,6 +93,16 @@ absl::StatusOr<std::string> DescribeMaxAffine(const v1::MaxAffineProblem& m,
     return absl::InvalidArgumentError(
         absl::StrCat("max_affine: ", info.status().message()));
   }
+  // The private offsets' range (told to the importing curator only).
+  if (rows.labels.size() != static_cast<size_t>(rows.rows)) {
+    return absl::InvalidArgumentError("a max-affine problem needs offsets");
+  }
+  if (absl::Status s =
+          s1::CheckOffsets(rows.labels.data(), rows.rows, decl.b_max);
+      !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_affine: ", s.message()));
+  }
   return info->ToJson();
 }
 

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/optim/distributed_dda/testing/dp_dda_test_peer.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -31,8 +32,36 @@ std::function<void(server::ServerOptions&)> WithMpi(
     m.worker_args = worker_args;
     m.timeout = timeout;
     m.max_ranks = 8;
+    if (worker == DPOPT_DDA_TEST_WORKER) {
+      // Tests only: the seeded worker for bit-identical comparisons.
+      optim::distributed_dda::testing::MpiSettingsTestPeer::AllowTestingWorker(
+          m);
+    }
     o.mpi = m;
   };
+}
+
+// The test-only worker (seeded generators, NOT DP) can never be a server's
+// worker: the start-up check refuses it unless a test allows it through the
+// test-only peer, which the server binary does not link.
+TEST(DistributedDdaMpiServerTest, RefusesTheTestingWorkerAtStartUp) {
+  std::string worker = DPOPT_DDA_WORKER;
+  TestServer s([&worker](server::ServerOptions& o) {
+    optim::distributed_dda::MpiSettings m;
+    m.mpirun = "mpirun";
+    m.worker = worker;
+    o.mpi = m;
+  });
+  s.Stop();
+  worker = DPOPT_DDA_TEST_WORKER;
+  const absl::Status refused = s.TryStart();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(std::string(refused.message()),
+              HasSubstr("not the production dpopt-dda-worker"));
+  worker = "/bin/true";  // exits 0, prints nothing
+  EXPECT_EQ(s.TryStart().code(), absl::StatusCode::kFailedPrecondition);
+  worker = DPOPT_DDA_WORKER;
+  EXPECT_TRUE(s.TryStart().ok());
 }
 
 void ImportA9a(TestServer& s) {

@@ -70,25 +70,29 @@ v1::ImportHeader MaxAffine(const std::string& name, bool is_public) {
   return h;
 }
 
+// Imports the bundled datasets the examples name (examples/README.md).
+void ImportExampleData(TestServer& server) {
+  ASSERT_TRUE(
+      server.Import(Libsvm("adult", false), Read("data/adult/a9a")).ok());
+  ASSERT_TRUE(
+      server.Import(Libsvm("adult-test", true), Read("data/adult/a9a.t")).ok());
+  ASSERT_TRUE(
+      server
+          .Import(Csv("quadratic-q", 4), Read("examples/data/quadratic_q.csv"))
+          .ok());
+  for (bool is_public : {false, true}) {
+    const grpc::Status st = server.Import(
+        MaxAffine(is_public ? "max-affine-public" : "max-affine", is_public),
+        Read("examples/data/max_affine.csv"));
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+}
+
 class ExamplesTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     server_ = new TestServer();
-    ASSERT_TRUE(
-        server_->Import(Libsvm("adult", false), Read("data/adult/a9a")).ok());
-    ASSERT_TRUE(
-        server_->Import(Libsvm("adult-test", true), Read("data/adult/a9a.t"))
-            .ok());
-    ASSERT_TRUE(server_
-                    ->Import(Csv("quadratic-q", 4),
-                             Read("examples/data/quadratic_q.csv"))
-                    .ok());
-    for (bool is_public : {false, true}) {
-      const grpc::Status st = server_->Import(
-          MaxAffine(is_public ? "max-affine-public" : "max-affine", is_public),
-          Read("examples/data/max_affine.csv"));
-      ASSERT_TRUE(st.ok()) << st.error_message();
-    }
+    ImportExampleData(*server_);
   }
   static void TearDownTestSuite() {
     delete server_;
@@ -125,6 +129,8 @@ TEST_F(ExamplesTest, EveryExampleIsAdmissibleAndSucceeds) {
         server_->jobs().EstimateJob(&ectx, ereq, &estimate);
     ASSERT_TRUE(est.ok()) << est.error_message();
     EXPECT_TRUE(estimate.admissible()) << estimate.message();
+    // Every job type bounds its work from public values.
+    EXPECT_GT(estimate.calibration().work_units(), 0);
 
     const auto start = std::chrono::steady_clock::now();
     grpc::ClientContext sctx;
@@ -142,6 +148,43 @@ TEST_F(ExamplesTest, EveryExampleIsAdmissibleAndSucceeds) {
         "%-24s %8.2f s\n", type.c_str(),
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count());
+  }
+}
+
+// Every job type's work is bounded before charging: on a server whose
+// limit is below every bound, every example is refused with
+// INVALID_ARGUMENT by the estimate and by the submission, and nothing is
+// charged.
+TEST(ExampleWorkBoundsTest, EveryJobTypeIsRefusedAboveTheServerLimit) {
+  TestServer server([](server::ServerOptions& o) { o.max_job_work = 1; });
+  ImportExampleData(server);
+  for (const std::string& type : JobTypes()) {
+    SCOPED_TRACE(type);
+    v1::JobSpec spec;
+    const auto parsed = google::protobuf::util::JsonStringToMessage(
+        Read("examples/" + type + ".json"), &spec);
+    ASSERT_TRUE(parsed.ok()) << parsed.message();
+    grpc::ClientContext ectx;
+    v1::EstimateJobRequest ereq;
+    *ereq.mutable_spec() = spec;
+    v1::JobEstimate estimate;
+    const grpc::Status est = server.jobs().EstimateJob(&ectx, ereq, &estimate);
+    EXPECT_EQ(est.error_code(), grpc::INVALID_ARGUMENT) << est.error_message();
+    EXPECT_THAT(est.error_message(), ::testing::HasSubstr("max-job-work"));
+    grpc::ClientContext sctx;
+    v1::SubmitJobRequest sreq;
+    *sreq.mutable_spec() = spec;
+    v1::Job job;
+    EXPECT_EQ(server.jobs().SubmitJob(&sctx, sreq, &job).error_code(),
+              grpc::INVALID_ARGUMENT);
+  }
+  for (const char* dataset : {"adult", "quadratic-q", "max-affine"}) {
+    grpc::ClientContext ctx;
+    v1::ListLedgerRequest req;
+    req.set_dataset(dataset);
+    v1::ListLedgerResponse resp;
+    ASSERT_TRUE(server.budget().ListLedger(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.entries_size(), 0) << dataset;
   }
 }
 

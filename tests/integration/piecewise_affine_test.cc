@@ -243,6 +243,34 @@ TEST_F(PiecewiseAffineTest, InfeasibleExponentialIsRefusedBeforeCharging) {
   EXPECT_EQ(Ledger("pa-wide").entries_size(), 0);
 }
 
+// No silent saturation: offsets beyond the range the mechanisms represent
+// exactly (2^27 b_max) are refused at import, told to the curator; public
+// slopes and P whose score range G X exceeds 2^27 b_max are refused before
+// charging (INVALID_ARGUMENT), the budget untouched.
+TEST_F(PiecewiseAffineTest, OutOfRangeProblemsAreRefusedNotClamped) {
+  std::string csv = ProblemCsv();
+  csv.replace(csv.rfind(',') + 1, std::string::npos, "2e8\n");  // > 2^27
+  const grpc::Status imported =
+      server_.Import(MaxAffineHeader("pa-far", false), csv);
+  EXPECT_EQ(imported.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(imported.error_message(), ::testing::HasSubstr("2^27 b_max"));
+  // P = [-1e8, 1e8]^d: G X ~ 1e8 sqrt(d) G > 2^27.
+  ASSERT_TRUE(
+      server_.Import(MaxAffineHeader("pa-huge", false, 1e8), ProblemCsv())
+          .ok());
+  for (const char* algorithm :
+       {R"("pa_perturb_problem": {})", R"("pa_perturb_solution": {})",
+        R"("pa_subgradient": {})", R"("pa_exponential": {})"}) {
+    SCOPED_TRACE(algorithm);
+    v1::Job job;
+    const grpc::Status st = Submit(Spec(PaSpec("pa-huge", algorithm)), &job);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << st.error_message();
+    EXPECT_THAT(st.error_message(), ::testing::HasSubstr("2^27 b_max"));
+  }
+  EXPECT_EQ(Ledger("pa-huge").entries_size(), 0);
+}
+
 TEST_F(PiecewiseAffineTest, RelationsAndJobTypesStayApart) {
   // A DP-SGD job on a max-affine dataset: refused (other relation).
   v1::Job job;

@@ -80,15 +80,14 @@ v1::ImportHeader Header(const std::string& name, v1::LabelType labels,
 
 // Piecewise-affine: slopes a_i (5 columns, public, |a| <= 1 with subnormals and
 // -0) and extreme offsets b_i (last column, private).
+// Offsets at the edges of what a max-affine import admits (|b_i| <= 2^27
+// b_max, b_max = 1: the range the mechanisms represent exactly; larger ones
+// are refused at import, see piecewise_affine_test.cc), subnormals and -0.
 std::string ExtremeMaxAffineCsv() {
-  const std::vector<std::string> offsets = {"1e308",
-                                            "-1.7976931348623157e308",
-                                            "4.9406564584124654e-324",
-                                            "-0",
-                                            "1.7976931348623157e308",
-                                            "-1e308",
-                                            "1e-310",
-                                            "0.5"};
+  const std::vector<std::string> offsets = {
+      "134217728", "-134217728",  "4.9406564584124654e-324",
+      "-0",        "134217727.5", "-1e8",
+      "1e-310",    "0.5"};
   std::string out;
   for (int i = 0; i < 24; ++i) {
     for (int j = 0; j < 5; ++j) {
@@ -213,8 +212,9 @@ class TotalityTest : public ::testing::Test {
                        ExtremeLibsvm(real, dim, ordinary))
               .ok());
     }
-    // Piecewise-affine max-affine problems: extreme PRIVATE offsets (the slopes
-    // are public and limited at import), private and public copies.
+    // Piecewise-affine max-affine problems: extreme PRIVATE offsets within
+    // the import range (the slopes are public and limited at import),
+    // private and public copies.
     for (bool is_public : {false, true}) {
       ASSERT_TRUE(server_
                       ->Import(MaxAffineHeader(is_public ? "maxaffine-public"

@@ -52,6 +52,40 @@ def wait_for(what, fn, timeout):
     raise RuntimeError(f"timed out waiting for {what} (last: {last!r})")
 
 
+def check_dataset_budgets(server_bin):
+    """With --metrics-dataset-budgets, each private dataset's spent and
+    remaining epsilon are exported (and match the API's budget)."""
+    work = h.make_workdir("dpopt-prom-budgets-")
+    port = h.free_port()
+    server = h.ServerProcess(server_bin, work, extra_args=[
+        f"--metrics-listen=127.0.0.1:{port}", "--metrics-dataset-budgets"])
+    try:
+        server.start()
+        client = server.client()
+        h.import_csv(client, "d", 200, eps_budget=1.0)
+        h.import_csv(client, "pub", 50, public=True)
+        client.submit(h.dp_gd_spec("d", 0.2, 5), wait=True)
+        budget = client.budget("d")
+        values = {}
+        for line in http_get(f"http://127.0.0.1:{port}/metrics").splitlines():
+            for name in ("dpopt_dataset_epsilon_spent",
+                         "dpopt_dataset_epsilon_remaining"):
+                if line.startswith(name + "{"):
+                    labels, value = line.rsplit(" ", 1)
+                    values[(name, labels[len(name):])] = float(value)
+        spent = values[("dpopt_dataset_epsilon_spent", '{dataset="d"}')]
+        remaining = values[("dpopt_dataset_epsilon_remaining", '{dataset="d"}')]
+        assert abs(spent - budget.epsilon_spent) < 1e-9, (spent, budget)
+        assert abs(remaining - budget.epsilon_remaining) < 1e-9, (remaining, budget)
+        assert spent > 0
+        assert not any('dataset="pub"' in k[1] for k in values), \
+            "a public dataset has a budget metric"
+        print("dataset budgets exported:", spent, remaining)
+    finally:
+        server.terminate()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--server", required=True, help="dpopt-server binary")
@@ -138,6 +172,7 @@ def main():
         text = http_get(f"http://127.0.0.1:{metrics_port}/metrics")
         assert "curator" not in text and 'dataset="d"' not in text, \
             "a principal or dataset name appears in the metrics"
+        check_dataset_budgets(args.server)
         print("PASS")
         return 0
     finally:

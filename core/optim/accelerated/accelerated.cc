@@ -12,6 +12,7 @@
 #include "core/optim/private_oracle.h"
 #include "core/optim/release_budget.h"
 #include "core/optim/solve_loop.h"
+#include "core/optim/step_reporter.h"
 
 namespace dpopt::optim::accelerated {
 namespace {
@@ -129,6 +130,10 @@ class Accelerated final : public Algorithm {
       c.noise_stddev = gp.sigma / plan.expected_batch_size;
     }
     c.steps = plan.steps;
+    // At most two gradient evaluations per step (the extrapolated point and
+    // the iterate), each over at most n rows.
+    c.work_units =
+        PassWork(2.0 * static_cast<double>(plan.steps), info.rows, p);
     c.sampling_rate = plan.sampling_rate;
     c.expected_batch_size = plan.expected_batch_size;
     c.clip_norm = options_.clip_norm;
@@ -176,7 +181,19 @@ class Accelerated final : public Algorithm {
     PlannedReleases budget;
     const bool replace_one =
         calibration.relation == privacy::Relation::kReplaceOne;
+    // Up to 10^6 step events (about a second): asks whether to stop every
+    // 4096 of them, before anything is released.
+    StepReporter setup(context, calibration.steps);
     for (const privacy::DpEvent& e : charged) {
+      if ((queries.size() & 4095) == 0 && setup.StopRequested()) {
+        SolveResult stopped;
+        stopped.cancelled = true;
+        stopped.model.weights = Eigen::VectorXd::Zero(p);
+        stopped.model.dimension = objective->dimension();
+        stopped.model.loss = options_.model.loss;
+        stopped.spent = privacy::DpEvent::NoOp();
+        return stopped;
+      }
       ASSIGN_OR_RETURN(StepQuery sq, QueryFor(e, q, p, replace_one));
       budget.Allow(sq.oracle_event, 1);
       queries.push_back(std::move(sq));

@@ -221,6 +221,10 @@ absl::StatusOr<Plan> MakePlan(const AcceleratedOptions& options,
                               const PrivacyTarget& target) {
   RETURN_IF_ERROR(options.Validate());
   RETURN_IF_ERROR(CheckPublicInfo(info, options.model, /*private_run=*/true));
+  RETURN_IF_ERROR(CheckRelation(
+      info.relation,
+      {privacy::Relation::kAddRemove, privacy::Relation::kReplaceOne},
+      "accelerated methods"));
   if (target.non_private) {
     return absl::InvalidArgumentError(
         "accelerated methods are private; non-private targets are refused");

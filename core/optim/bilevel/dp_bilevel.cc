@@ -10,6 +10,7 @@
 #include "core/common/status_macros.h"
 #include "core/optim/bilevel/private_sums.h"
 #include "core/optim/release_budget.h"
+#include "core/optim/step_reporter.h"
 
 namespace dpopt::optim::bilevel {
 namespace {
@@ -208,6 +209,10 @@ class DpBilevel final : public Algorithm {
       }
     } else {
       RETURN_IF_ERROR(CheckPrivateTarget(target));
+      RETURN_IF_ERROR(CheckRelation(
+          info.relation,
+          {privacy::Relation::kAddRemove, privacy::Relation::kReplaceOne},
+          name()));
     }
     if (info.rows < 1) return absl::InvalidArgumentError("dataset has no rows");
     ASSIGN_OR_RETURN(BilevelPlan plan,
@@ -219,6 +224,13 @@ class DpBilevel final : public Algorithm {
     c.relation = info.relation;
     c.target = target;
     c.steps = options_.outer_iterations;
+    // Per outer iteration: both inner solves (rounds x steps passes each) and
+    // the outer direction, each pass over at most n rows of dx + dy values.
+    c.work_units = PassWork(
+        static_cast<double>(options_.outer_iterations) *
+            (static_cast<double>(plan.plan1.rounds * plan.plan1.steps) +
+             static_cast<double>(plan.plan2.rounds * plan.plan2.steps) + 1),
+        info.rows, plan.problem->dx() + plan.problem->dy());
     c.sampling_rate = options_.outer_sampling_rate;
     c.expected_batch_size =
         options_.outer_sampling_rate * static_cast<double>(info.rows);
@@ -535,23 +547,30 @@ absl::StatusOr<SolveResult> RunDpBilevel(const DpBilevelOptions& options,
   Eigen::VectorXd start1 = plan.y0;
   Eigen::VectorXd start2 = plan.y0;
   SolveResult result;
+  StepReporter reporter(context, total);
   for (int64_t t = 0; t < total; ++t) {
     source1.SetOuter(x);
     source2.SetOuter(x);
     InnerTrace trace1;
     InnerTrace trace2;
     const bool record = trace != nullptr && trace->record_inner;
-    ASSIGN_OR_RETURN(Eigen::VectorXd y,
-                     RunInnerSolve(plan.plan1, mech1, scale, *oracle, source1,
-                                   start1, record ? &trace1 : nullptr));
-    ASSIGN_OR_RETURN(Eigen::VectorXd y_lambda,
-                     RunInnerSolve(plan.plan2, mech2, scale, *oracle, source2,
-                                   start2, record ? &trace2 : nullptr));
-    if (options.warm_start) {
-      start1 = y;
-      start2 = y_lambda;
+    absl::StatusOr<Eigen::VectorXd> y =
+        RunInnerSolve(plan.plan1, mech1, scale, *oracle, source1, start1,
+                      record ? &trace1 : nullptr, &reporter);
+    absl::StatusOr<Eigen::VectorXd> y_lambda =
+        y.ok() ? RunInnerSolve(plan.plan2, mech2, scale, *oracle, source2,
+                               start2, record ? &trace2 : nullptr, &reporter)
+               : y;
+    if (reporter.stopped()) {
+      result.cancelled = true;  // inside an inner solve: x is the last output
+      break;
     }
-    OuterSource outer(p, plan.clip_out, plan.lambda, weight, x, y_lambda, y);
+    RETURN_IF_ERROR(y_lambda.status());
+    if (options.warm_start) {
+      start1 = *y;
+      start2 = *y_lambda;
+    }
+    OuterSource outer(p, plan.clip_out, plan.lambda, weight, x, *y_lambda, *y);
     Eigen::VectorXd g;
     if (options.naive) {
       RETURN_IF_ERROR(oracle->ExactSum(outer, &g));
@@ -567,20 +586,17 @@ absl::StatusOr<SolveResult> RunDpBilevel(const DpBilevelOptions& options,
     options.outer_set.Project(next);
     xs.push_back(next);
     gs.push_back(g);
-    ys.push_back(y);
-    yls.push_back(y_lambda);
+    ys.push_back(*y);
+    yls.push_back(*y_lambda);
     if (record) {
       trace->inner1.push_back(std::move(trace1));
       trace->inner2.push_back(std::move(trace2));
     }
     x = next;
     result.steps_done = t + 1;
-    if (context.callback != nullptr) {
-      const IterationSummary summary{t + 1, total, x, SafeNorm(g)};
-      if (!context.callback->OnIteration(summary)) {
-        result.cancelled = t + 1 < total;
-        if (result.cancelled) break;
-      }
+    if (!reporter.Report(t + 1, x, SafeNorm(g))) {
+      result.cancelled = t + 1 < total;
+      if (result.cancelled) break;
     }
   }
   result.spent = budget->Spent();

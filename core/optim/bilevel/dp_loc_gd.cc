@@ -139,7 +139,7 @@ void SetPaperRadii(const InnerProblem& problem, double sigma, bool minibatch,
 absl::StatusOr<Eigen::VectorXd> RunInnerSolve(
     const InnerPlan& plan, const PlannedMechanism& mechanism, double scale,
     PrivateSumOracle& oracle, InnerSource& source, const Eigen::VectorXd& y0,
-    InnerTrace* trace) {
+    InnerTrace* trace, StepReporter* reporter) {
   const bool exact = plan.mode == InnerMode::kExact;
   Eigen::VectorXd start = y0;
   Eigen::VectorXd y = y0;
@@ -152,6 +152,9 @@ absl::StatusOr<Eigen::VectorXd> RunInnerSolve(
     y = start;
     if (trace != nullptr) trace->rounds.push_back({y});
     for (int64_t t = 0; t < plan.steps; ++t) {
+      if (reporter != nullptr && reporter->StopRequested()) {
+        return absl::CancelledError("cancelled");
+      }
       round_sum += y;  // y^m_t, t = 0..T_GD-1
       source.SetPoint(y);
       if (exact) {

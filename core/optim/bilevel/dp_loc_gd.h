@@ -41,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "core/optim/bilevel/accounting.h"
 #include "core/optim/bilevel/private_sums.h"
+#include "core/optim/step_reporter.h"
 
 namespace dpopt::optim::bilevel {
 
@@ -124,11 +125,13 @@ struct InnerTrace {
 };
 
 // Runs the plan from y0 with `mechanism` at noise scale `scale` (ignored for
-// kExact). `trace` may be null. Errors: the oracle's (budget, rng, plan).
+// kExact). `trace` may be null. `reporter` (may be null) is asked whether to
+// stop before every step (one pass over the rows); a stop request ends the
+// solve with CANCELLED. Errors: the oracle's (budget, rng, plan).
 absl::StatusOr<Eigen::VectorXd> RunInnerSolve(
     const InnerPlan& plan, const PlannedMechanism& mechanism, double scale,
     PrivateSumOracle& oracle, InnerSource& source, const Eigen::VectorXd& y0,
-    InnerTrace* trace);
+    InnerTrace* trace, StepReporter* reporter);
 
 }  // namespace dpopt::optim::bilevel
 

@@ -13,6 +13,7 @@
 #include "core/optim/bilevel/private_sums.h"
 #include "core/optim/objective.h"
 #include "core/optim/release_budget.h"
+#include "core/optim/step_reporter.h"
 
 namespace dpopt::optim::bilevel {
 namespace {
@@ -166,6 +167,10 @@ class DpTune final : public Algorithm {
       const PrivacyTarget& target) const override {
     RETURN_IF_ERROR(CheckPublicInfo(info, options_.common.model, true));
     RETURN_IF_ERROR(CheckPrivateTarget(target));
+    RETURN_IF_ERROR(CheckRelation(
+        info.relation,
+        {privacy::Relation::kAddRemove, privacy::Relation::kReplaceOne},
+        name()));
     ASSIGN_OR_RETURN(TunePlan plan,
                      MakeTunePlan(options_, info.rows, info.dimension,
                                   info.row_norm_bound, info.relation));
@@ -180,6 +185,13 @@ class DpTune final : public Algorithm {
     ASSIGN_OR_RETURN(c.event, JobEvent(plan.mechanisms, scale));
     c.noise_multiplier = scale;
     c.steps = options_.outer_iterations;
+    // Per outer iteration: both inner solves and the outer direction, each
+    // pass over at most n rows of the model's parameters.
+    c.work_units = PassWork(
+        static_cast<double>(options_.outer_iterations) *
+            (static_cast<double>(plan.plan1.rounds * plan.plan1.steps) +
+             static_cast<double>(plan.plan2.rounds * plan.plan2.steps) + 1),
+        info.rows, ParameterBound(info));
     c.expected_batch_size = static_cast<double>(info.rows);
     c.clip_norm = options_.common.clip_norm;
     const PlannedMechanism& m1 = plan.mechanisms[0];
@@ -316,6 +328,7 @@ absl::StatusOr<SolveResult> RunDpTune(const DpTuneOptions& options,
   std::vector<Eigen::VectorXd> thetas;
   std::vector<Eigen::VectorXd> theta_lambdas;
   SolveResult result;
+  StepReporter reporter(context, total);
   for (int64_t t = 0; t < total; ++t) {
     const Eigen::VectorXd penalty = Expand(omega, plan.group_of);
     const double w_max = omega.maxCoeff();
@@ -325,12 +338,20 @@ absl::StatusOr<SolveResult> RunDpTune(const DpTuneOptions& options,
     plan2.step_size = 1 / (plan.beta_loss * (1 + lam) + lam * w_max);
     source1.SetPenalty(penalty, 1);
     source2.SetPenalty(penalty, lam);
-    ASSIGN_OR_RETURN(Eigen::VectorXd theta,
-                     RunInnerSolve(plan1, plan.mechanisms[0], scale, *oracle,
-                                   source1, start1, nullptr));
-    ASSIGN_OR_RETURN(Eigen::VectorXd theta_lambda,
-                     RunInnerSolve(plan2, plan.mechanisms[1], scale, *oracle,
-                                   source2, start2, nullptr));
+    absl::StatusOr<Eigen::VectorXd> theta_or =
+        RunInnerSolve(plan1, plan.mechanisms[0], scale, *oracle, source1,
+                      start1, nullptr, &reporter);
+    absl::StatusOr<Eigen::VectorXd> theta_lambda_or =
+        theta_or.ok() ? RunInnerSolve(plan2, plan.mechanisms[1], scale, *oracle,
+                                      source2, start2, nullptr, &reporter)
+                      : theta_or;
+    if (reporter.stopped()) {
+      result.cancelled = true;
+      break;
+    }
+    RETURN_IF_ERROR(theta_lambda_or.status());
+    const Eigen::VectorXd& theta = *theta_or;
+    const Eigen::VectorXd& theta_lambda = *theta_lambda_or;
     if (options.warm_start) {
       start1 = theta;
       start2 = theta_lambda;
@@ -356,13 +377,9 @@ absl::StatusOr<SolveResult> RunDpTune(const DpTuneOptions& options,
     theta_lambdas.push_back(theta_lambda);
     omega = next;
     result.steps_done = t + 1;
-    if (context.callback != nullptr) {
-      const IterationSummary summary{t + 1, total, thetas.back(),
-                                     SafeNorm(direction)};
-      if (!context.callback->OnIteration(summary)) {
-        result.cancelled = t + 1 < total;
-        if (result.cancelled) break;
-      }
+    if (!reporter.Report(t + 1, thetas.back(), SafeNorm(direction))) {
+      result.cancelled = t + 1 < total;
+      if (result.cancelled) break;
     }
   }
   result.spent = budget.Spent();
@@ -370,7 +387,11 @@ absl::StatusOr<SolveResult> RunDpTune(const DpTuneOptions& options,
   result.model.loss = options.common.model.loss;
   result.model.num_classes = 2;
   if (result.cancelled) {
-    result.model.weights = thetas.back();
+    // The last released inner solution (zero, the public start, if the
+    // first inner solve was stopped).
+    result.model.weights = thetas.empty()
+                               ? Eigen::VectorXd(Eigen::VectorXd::Zero(p))
+                               : thetas.back();
     return result;
   }
   const int64_t t_out = OutputIndex(omegas);

@@ -8,11 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
-#include "core/optim/objective.h"
-#include "core/optim/release_budget.h"
 #include "core/optim/bilevel/accounting.h"
 #include "core/optim/bilevel/primitives.h"
 #include "core/optim/bilevel/private_sums.h"
+#include "core/optim/objective.h"
+#include "core/optim/release_budget.h"
+#include "core/optim/step_reporter.h"
 
 namespace dpopt::optim::bilevel {
 namespace {
@@ -78,6 +79,10 @@ class DpGridSearch final : public Algorithm {
       const PrivacyTarget& target) const override {
     RETURN_IF_ERROR(CheckPublicInfo(info, options_.common.model, true));
     RETURN_IF_ERROR(CheckPrivateTarget(target));
+    RETURN_IF_ERROR(CheckRelation(
+        info.relation,
+        {privacy::Relation::kAddRemove, privacy::Relation::kReplaceOne},
+        name()));
     ASSIGN_OR_RETURN(GridPlan plan,
                      MakeGridPlan(options_, info.rows, info.dimension,
                                   info.row_norm_bound, info.relation, target));
@@ -98,6 +103,11 @@ class DpGridSearch final : public Algorithm {
     c.noise_multiplier = scale;
     c.noise_stddev = plan.mechanism.NominalSigma(scale);
     c.steps = static_cast<int64_t>(plan.grid.size());
+    // Per grid weight: one training solve and one validation loss pass.
+    c.work_units = PassWork(
+        static_cast<double>(plan.grid.size()) *
+            (static_cast<double>(plan.train.rounds * plan.train.steps) + 1),
+        info.rows, ParameterBound(info));
     c.expected_batch_size = static_cast<double>(info.rows);
     c.clip_norm = options_.common.clip_norm;
     c.notes.push_back(absl::StrFormat(
@@ -159,29 +169,33 @@ class DpGridSearch final : public Algorithm {
     Eigen::VectorXd start = Eigen::VectorXd::Zero(p);
     SolveResult result;
     const int64_t total = static_cast<int64_t>(plan.grid.size());
+    StepReporter reporter(context, total);
     for (int64_t j = 0; j < total; ++j) {
       const double omega = plan.grid[j];
       InnerPlan train = plan.train;
       train.step_size = 1 / (plan.beta_loss + omega);
       source.SetPenalty(Eigen::VectorXd::Constant(p, omega), 1);
-      ASSIGN_OR_RETURN(Eigen::VectorXd theta,
-                       RunInnerSolve(train, plan.mechanism, scale, *oracle,
-                                     source, start, nullptr));
-      if (options_.warm_start) start = theta;
-      models.push_back(std::move(theta));
+      absl::StatusOr<Eigen::VectorXd> theta =
+          RunInnerSolve(train, plan.mechanism, scale, *oracle, source, start,
+                        nullptr, &reporter);
+      if (reporter.stopped()) {
+        result.cancelled = true;
+        break;
+      }
+      RETURN_IF_ERROR(theta.status());
+      if (options_.warm_start) start = *theta;
+      models.push_back(*std::move(theta));
       result.steps_done = j + 1;
-      if (context.callback != nullptr) {
-        const IterationSummary summary{j + 1, total, models.back(), 0.0};
-        if (!context.callback->OnIteration(summary)) {
-          result.cancelled = j + 1 < total;
-          if (result.cancelled) break;
-        }
+      if (!reporter.Report(j + 1, models.back())) {
+        result.cancelled = j + 1 < total;
+        if (result.cancelled) break;
       }
     }
     result.model.dimension = objective->dimension();
     result.model.loss = options_.common.model.loss;
     if (result.cancelled) {
-      result.model.weights = models.back();
+      // The last released model (the public start if none was).
+      result.model.weights = models.empty() ? start : models.back();
       result.spent = budget.Spent();
       return result;
     }

@@ -4,10 +4,12 @@
 #ifndef DPOPT_CORE_OPTIM_BILEVEL_PRIMITIVES_H_
 #define DPOPT_CORE_OPTIM_BILEVEL_PRIMITIVES_H_
 
+#include <algorithm>
 #include <cstdint>
 
 #include "Eigen/Dense"
 #include "absl/status/status.h"
+#include "core/optim/algorithm.h"
 
 namespace dpopt::optim::bilevel {
 
@@ -61,6 +63,12 @@ struct ConstraintSet {
 // Euclidean projection onto {x >= 0, sum x = total} (Held, Wolfe, Crowder
 // 1974; the sort-based rule). REQUIRES: total > 0, z finite.
 void ProjectOntoSimplex(double total, Eigen::Ref<Eigen::VectorXd> z);
+
+// Public upper bound on the parameters of a model of the dataset (softmax
+// has d x k, the others d plus an intercept), for work bounds.
+inline int64_t ParameterBound(const PublicDatasetInfo& info) {
+  return (info.dimension + 1) * std::max<int64_t>(2, info.num_classes);
+}
 
 }  // namespace dpopt::optim::bilevel
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -9,10 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
-#include "core/optim/objective.h"
 #include "core/optim/distributed_dda/dda_node.h"
 #include "core/optim/distributed_dda/engine.h"
 #include "core/optim/distributed_dda/wire.h"
+#include "core/optim/objective.h"
+#include "core/optim/step_reporter.h"
 
 namespace dpopt::optim::distributed_dda {
 namespace {
@@ -159,6 +161,10 @@ absl::StatusOr<AccountingPlan> DpDda::Plan(const PublicDatasetInfo& info,
                                            const PrivacyTarget& target) const {
   RETURN_IF_ERROR(CheckPublicInfo(info, options_.model, /*private_run=*/true));
   RETURN_IF_ERROR(CheckPrivateTarget(target));
+  RETURN_IF_ERROR(CheckRelation(
+      info.relation,
+      {privacy::Relation::kAddRemove, privacy::Relation::kReplaceOne},
+      "dp_dda"));
   if (info.rows < options_.nodes) {
     return Invalid(absl::StrCat("the dataset has ", info.rows,
                                 " rows, fewer than the ", options_.nodes,
@@ -172,6 +178,30 @@ absl::StatusOr<AccountingPlan> DpDda::Plan(const PublicDatasetInfo& info,
     return Invalid(absl::StrCat(options_.nodes, " nodes x ", parameters,
                                 " parameters exceed the limit of ",
                                 kMaxStateEntries, " state entries"));
+  }
+  if (options_.execution == Execution::kMpi) {
+    // Everything the ranks refuse (wire.cc's 1e8-value vectors and shards,
+    // worker.cc's 2^31-byte blocks) is checked here, from public shapes,
+    // before charging. A shard has at most R rows: floor(N / n) without
+    // replacement; with Poisson assignment to uniform nodes, R = N / n +
+    // 12 sqrt(N / n) + 64, exceeded with probability below 2^-100 whatever
+    // the data (the assignment does not look at the rows). Sparse rows are
+    // bounded by their dense size, so no limit depends on private nonzeros.
+    const double n_rows = static_cast<double>(info.rows);
+    const double mean = n_rows / options_.nodes;
+    const double shard_rows =
+        std::min(n_rows, std::ceil(mean + 12 * std::sqrt(mean) + 64));
+    const double d = static_cast<double>(info.dimension);
+    const double values = shard_rows * d;
+    const double bytes = 64 + shard_rows * (8 + 8 + 16 * d);
+    if (!(values <= 1e8) ||
+        !(bytes <= static_cast<double>(std::numeric_limits<int>::max()))) {
+      return Invalid(absl::StrFormat(
+          "MPI execution: a shard may hold up to %.0f rows x %d coordinates "
+          "(%.3g values, %.3g bytes); the ranks accept at most 1e8 values "
+          "and 2^31 bytes per shard: use more nodes or the simulation",
+          shard_rows, info.dimension, values, bytes));
+    }
   }
   AccountingInput in;
   in.mode = options_.accounting;
@@ -197,6 +227,15 @@ absl::StatusOr<Calibration> DpDda::Calibrate(
   c.noise_multiplier = plan.noise_multiplier;
   c.noise_stddev = plan.plan.sigma / plan.normalizer;
   c.steps = options_.iterations;
+  // Per pass: every node's gradient over at most its shard (all n rows in
+  // total) and the mixing of at most nodes^2 messages, of (d + 1) k values.
+  {
+    const double nodes = static_cast<double>(options_.nodes);
+    c.work_units =
+        PassWork(static_cast<double>(options_.iterations),
+                 info.rows + static_cast<int64_t>(nodes * nodes),
+                 (info.dimension + 1) * std::max<int64_t>(2, info.num_classes));
+  }
   c.sampling_rate = plan.sampling_rate;
   c.expected_batch_size = static_cast<double>(options_.batch_size);
   c.clip_norm = options_.clip_norm;
@@ -308,12 +347,12 @@ absl::StatusOr<SolveResult> DpDda::Run(const Dataset& data,
   RETURN_IF_ERROR(SplitRows(data.rows(), n, params.sampling, shard_rows,
                             *context.rng, &shards));
   const int64_t T = options_.iterations;
-  auto sink = [&context, T](int64_t step, const Eigen::VectorXd& average,
-                            double theta) {
-    if (context.callback == nullptr) return true;
-    return context.callback->OnIteration(
-        IterationSummary{step, T, average, theta});
+  StepReporter reporter(context, T);
+  auto sink = [&reporter](int64_t step, const Eigen::VectorXd& average,
+                          double theta) {
+    return reporter.Report(step, average, theta);
   };
+  auto stop_requested = [&reporter]() { return reporter.StopRequested(); };
   const int64_t trace_every =
       options_.trace_every > 0
           ? options_.trace_every
@@ -348,10 +387,12 @@ absl::StatusOr<SolveResult> DpDda::Run(const Dataset& data,
     shards.clear();
     std::string stream = EncodeJobStream(EncodeWorkerJob(job), encoded);
     encoded.clear();
-    ASSIGN_OR_RETURN(r, RunOnMpi(*options_.mpi, job.ranks, stream, sink));
+    ASSIGN_OR_RETURN(
+        r, RunOnMpi(*options_.mpi, job.ranks, stream, sink, stop_requested));
   } else {
-    ASSIGN_OR_RETURN(r, RunSimulation(data, shards, *objective, params,
-                                      trace_every, iota, context, sink));
+    ASSIGN_OR_RETURN(
+        r, RunSimulation(data, shards, *objective, params, trace_every, iota,
+                         context, sink, stop_requested));
   }
   return Finish(std::move(r), data, calibration, K);
 }
@@ -359,7 +400,8 @@ absl::StatusOr<SolveResult> DpDda::Run(const Dataset& data,
 absl::StatusOr<EngineResult> DpDda::RunSimulation(
     const Dataset& data, std::vector<std::vector<int64_t>>& shards,
     const Objective& objective, const NodeParams& params, int64_t trace_every,
-    double iota, SolveContext& context, const TraceSink& sink) const {
+    double iota, SolveContext& context, const TraceSink& sink,
+    const std::function<bool()>& stop_requested) const {
   const int n = options_.nodes;
   std::vector<std::unique_ptr<DdaNode>> nodes;
   std::vector<DdaNode*> local(n, nullptr);
@@ -382,6 +424,7 @@ absl::StatusOr<EngineResult> DpDda::RunSimulation(
   eo.trace_every = trace_every;
   eo.literal_inactive = options_.literal_inactive;
   eo.iota = iota;
+  eo.stop_requested = stop_requested;
   const Schedule schedule(options_.EffectiveSchedule());
   LocalTransport transport;
   Placement placement{n, 1};

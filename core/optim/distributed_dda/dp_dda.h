@@ -129,7 +129,8 @@ class DpDda final : public Algorithm {
   absl::StatusOr<EngineResult> RunSimulation(
       const Dataset& data, std::vector<std::vector<int64_t>>& shards,
       const Objective& objective, const NodeParams& params, int64_t trace_every,
-      double iota, SolveContext& context, const TraceSink& sink) const;
+      double iota, SolveContext& context, const TraceSink& sink,
+      const std::function<bool()>& stop_requested) const;
   absl::StatusOr<SolveResult> Finish(EngineResult r, const Dataset& data,
                                      const Calibration& calibration,
                                      int64_t K) const;

@@ -72,6 +72,10 @@ absl::StatusOr<EngineResult> RunEngine(const EngineOptions& options,
       }
     }
     if (t == T) break;
+    if (options.stop_requested && options.stop_requested()) {
+      result.stopped = true;
+      break;
+    }
     gossip.Step(t, &step);
     const double a_t = schedule.a(t);
     for (int i : step.active) {

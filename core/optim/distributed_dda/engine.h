@@ -88,6 +88,12 @@ struct EngineOptions {
   // read the local nodes' states (z_bar and y^(t) are computed only by such
   // an observer, never by the algorithm). May be empty.
   std::function<void(int64_t t, const GossipStep& step)> after_pass;
+  // Asked before every gradient pass on this rank; true stops the run
+  // (EngineResult::stopped) without a further trace point. Cheap (the
+  // server's cancellation token). May be empty (never stops between trace
+  // points); MPI ranks leave it empty: the server stops them by ending the
+  // launcher's process group.
+  std::function<bool()> stop_requested;
 };
 
 // Rank 0 only: trace step t with the network average of x~^(t) and

@@ -90,9 +90,69 @@ absl::Status MpiSettings::Validate() const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<EngineResult> RunOnMpi(const MpiSettings& settings, int ranks,
-                                      const std::string& job_stream,
-                                      const TraceSink& sink) {
+absl::Status CheckProductionWorker(const MpiSettings& settings) {
+  RETURN_IF_ERROR(settings.Validate());
+  if (settings.allows_testing_worker()) return absl::OkStatus();
+  std::string worker = settings.worker;
+  std::string flag = "--identify";
+  char* argv[] = {worker.data(), flag.data(), nullptr};
+  ASSIGN_OR_RETURN(Pipe out, MakePipe());
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out.write, 1);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  pid_t pid = -1;
+  const int rc =
+      posix_spawn(&pid, worker.c_str(), &actions, &attr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  CloseFd(&out.write);
+  if (rc != 0) {
+    CloseFd(&out.read);
+    return absl::FailedPreconditionError(
+        absl::StrCat("the dp_dda worker ", worker,
+                     " could not be started: ", std::strerror(rc)));
+  }
+  std::string output;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  char buf[256];
+  while (output.size() < 4096) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) break;
+    pollfd fd = {out.read, POLLIN, 0};
+    if (poll(&fd, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1) <=
+        0) {
+      continue;
+    }
+    const ssize_t r = read(out.read, buf, sizeof buf);
+    if (r <= 0) break;
+    output.append(buf, static_cast<size_t>(r));
+  }
+  CloseFd(&out.read);
+  int status = 0;
+  pid_t reaped = 0;
+  while ((reaped = waitpid(pid, &status, WNOHANG)) == 0 &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  if (reaped != pid) status = KillAndReap(pid);  // did not exit in time
+  const bool exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (!exited_ok || output != absl::StrCat(kProductionWorkerIdentity, "\n")) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the dp_dda worker ", worker,
+        " is not the production dpopt-dda-worker (it must print \"",
+        kProductionWorkerIdentity,
+        "\" for --identify); a test-only worker is never accepted"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EngineResult> RunOnMpi(
+    const MpiSettings& settings, int ranks, const std::string& job_stream,
+    const TraceSink& sink, const std::function<bool()>& stop_requested) {
   RETURN_IF_ERROR(settings.Validate());
   // A tag that marks every process of this job (tests look for it).
   ASSIGN_OR_RETURN(auto rng, noise::NewSecureRandom());
@@ -172,13 +232,17 @@ absl::StatusOr<EngineResult> RunOnMpi(const MpiSettings& settings, int ranks,
       fds[n] = {in.write, POLLOUT, 0};
       in_i = n++;
     }
+    if (stop_requested && stop_requested()) {
+      stopped = true;
+      break;
+    }
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
       timed_out = true;
       break;
     }
     const int wait_ms = static_cast<int>(
-        std::min<int64_t>(200, absl::ToInt64Milliseconds(left) + 1));
+        std::min<int64_t>(50, absl::ToInt64Milliseconds(left) + 1));
     if (poll(fds, n, wait_ms) < 0 && errno != EINTR) break;
     if (in_i >= 0 && (fds[in_i].revents & (POLLOUT | POLLERR | POLLHUP))) {
       const ssize_t w = WriteNoSigpipe(in.write, job_stream.data() + written,

@@ -18,6 +18,7 @@
 #ifndef DPOPT_CORE_OPTIM_DISTRIBUTED_DDA_MPI_LAUNCHER_H_
 #define DPOPT_CORE_OPTIM_DISTRIBUTED_DDA_MPI_LAUNCHER_H_
 
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -26,14 +27,23 @@
 
 namespace dpopt::optim::distributed_dda {
 
-// Runs the job; `sink` receives rank 0's trace frames in order. Returns the
-// engine result from rank 0's final frame (stopped = true if the sink asked
-// to stop). Errors: DEADLINE_EXCEEDED, ABORTED (a rank or mpirun failed),
+// Runs the job; `sink` receives rank 0's trace frames in order;
+// `stop_requested` (may be empty) is asked at least every 50 ms while the
+// job runs. Returns the engine result from rank 0's final frame (stopped =
+// true if the sink or stop_requested asked to stop; the process group is
+// then ended). Errors: DEADLINE_EXCEEDED, ABORTED (a rank or mpirun failed),
 // DATA_LOSS (malformed worker output), INTERNAL (the worker reported an
 // error; its message), UNAVAILABLE (mpirun could not be started).
-absl::StatusOr<EngineResult> RunOnMpi(const MpiSettings& settings, int ranks,
-                                      const std::string& job_stream,
-                                      const TraceSink& sink);
+// Start-up check: runs `settings.worker --identify` (no MPI, at most 10 s)
+// and returns OK iff it exits 0 printing kProductionWorkerIdentity.
+// FAILED_PRECONDITION otherwise (e.g. the test-only worker, which prints
+// that it is not differentially private), unless
+// settings.allows_testing_worker() (tests only).
+absl::Status CheckProductionWorker(const MpiSettings& settings);
+
+absl::StatusOr<EngineResult> RunOnMpi(
+    const MpiSettings& settings, int ranks, const std::string& job_stream,
+    const TraceSink& sink, const std::function<bool()>& stop_requested);
 
 }  // namespace dpopt::optim::distributed_dda
 

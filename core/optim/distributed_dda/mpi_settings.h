@@ -1,6 +1,6 @@
-// The server's MPI configuration for dp_dda (distributed-DDA family): what mpirun to start
-// and how (mpi_launcher.h). Kept free of Eigen so that server headers can
-// carry it.
+// The server's MPI configuration for dp_dda (distributed-DDA family): what
+// mpirun to start and how (mpi_launcher.h). Kept free of Eigen so that server
+// headers can carry it.
 #ifndef DPOPT_CORE_OPTIM_DISTRIBUTED_DDA_MPI_SETTINGS_H_
 #define DPOPT_CORE_OPTIM_DISTRIBUTED_DDA_MPI_SETTINGS_H_
 
@@ -12,6 +12,21 @@
 
 namespace dpopt::optim::distributed_dda {
 
+namespace testing {
+class MpiSettingsTestPeer;  // core/optim/distributed_dda/testing, tests only
+}  // namespace testing
+
+// What the production worker prints for --identify (and nothing else does):
+// the server refuses at start-up any worker that does not (see
+// CheckProductionWorker in mpi_launcher.h), so the test-only
+// dpopt-dda-worker-testing (seeded generators) can never be its worker.
+inline constexpr char kProductionWorkerIdentity[] =
+    "dpopt-dda-worker: secure generators";
+
+// Shards (the private rows of each node) travel between the server and the
+// ranks, and between ranks, through Open MPI's transports: unencrypted.
+// Run MPI hosts only on a private network, or over an encrypted overlay
+// (docs/operations.md, "MPI").
 struct MpiSettings {
   // mpirun executable (path, or a name looked up in PATH). Required.
   std::string mpirun;
@@ -29,6 +44,14 @@ struct MpiSettings {
   int max_ranks = 64;
 
   absl::Status Validate() const;
+
+  // Whether `worker` may be the test-only worker (set only through
+  // testing::MpiSettingsTestPeer, which the server never links).
+  bool allows_testing_worker() const { return allow_testing_worker_; }
+
+ private:
+  friend class testing::MpiSettingsTestPeer;
+  bool allow_testing_worker_ = false;
 };
 
 }  // namespace dpopt::optim::distributed_dda

@@ -227,11 +227,9 @@ class DpLineSearch final : public Algorithm {
       const PrivacyTarget& target) const override {
     RETURN_IF_ERROR(CheckPublicInfo(info, options_.model, true));
     RETURN_IF_ERROR(CheckPrivateTarget(target));
-    if (info.relation != privacy::Relation::kAddRemove) {
-      return absl::InvalidArgumentError(
-          "line-search line-search algorithms are analysed under add/remove "
-          "with Poisson sampling; this dataset is declared replace-one");
-    }
+    // Analysed under add/remove with Poisson sampling.
+    RETURN_IF_ERROR(
+        CheckRelation(info.relation, {privacy::Relation::kAddRemove}, name()));
     ASSIGN_OR_RETURN(std::unique_ptr<Objective> objective,
                      Objective::Create(options_.model, info.dimension));
     const int64_t p = objective->parameter_size();
@@ -264,6 +262,13 @@ class DpLineSearch final : public Algorithm {
     const double q = options_.sampling_rate;
     c.noise_multiplier = z;
     c.steps = options_.EffectiveMaxIterations();
+    // Per iteration: one gradient, at most max_candidates loss evaluations
+    // of the line search and one more loss (the Chebyshev test), each a pass
+    // over at most n rows.
+    c.work_units = PassWork(
+        static_cast<double>(c.steps) *
+            (2.0 + static_cast<double>(options_.line_search.max_candidates)),
+        info.rows, p);
     c.sampling_rate = q;
     c.expected_batch_size = q * static_cast<double>(info.rows);
     c.noise_stddev = plan.sigma / c.expected_batch_size;

@@ -12,6 +12,7 @@
 #include "core/optim/piecewise_affine/lp.h"
 #include "core/optim/piecewise_affine/mechanisms.h"
 #include "core/optim/piecewise_affine/scores.h"
+#include "core/optim/step_reporter.h"
 
 namespace dpopt::optim::piecewise_affine {
 namespace {
@@ -34,7 +35,7 @@ absl::StatusOr<ProblemInfo> PublicProblem(const PublicDatasetInfo& info) {
 }
 
 absl::Status CheckTarget(const PrivacyTarget& t, const PublicDatasetInfo& info,
-                         bool private_mechanism) {
+                         const ProblemInfo& p, bool private_mechanism) {
   if (!private_mechanism) {
     if (!t.non_private) {
       return absl::InvalidArgumentError(
@@ -56,7 +57,8 @@ absl::Status CheckTarget(const PrivacyTarget& t, const PublicDatasetInfo& info,
         "l-infinity offset "
         "relation of a max-affine dataset");
   }
-  return absl::OkStatus();
+  // The scores stay inside their exact range (never clamped).
+  return CheckScoreRange(p);
 }
 
 // Fields every piecewise-affine calibration shares. Pure epsilon-DP (delta 0)
@@ -95,6 +97,23 @@ absl::StatusOr<ProblemInfo> RunProblem(const Dataset& data,
   return p;
 }
 
+// Public bound on one LP solve's work: GLPK's iteration limit times one pass
+// over the constraint matrix ((m + polytope rows) x (d + 1)).
+double LpWork(const ProblemInfo& p) {
+  return static_cast<double>(kLpIterationLimit) *
+         static_cast<double>(p.pieces + p.polytope.rows + 1) *
+         static_cast<double>(p.dimension + 1);
+}
+
+// Public bound on one projection onto P (problem.h): clipping for a box,
+// at most 10000 Dykstra sweeps over the half-spaces otherwise.
+double ProjectionWork(const ProblemInfo& p) {
+  const double d = static_cast<double>(p.dimension);
+  return p.polytope.is_box()
+             ? d
+             : 10000.0 * static_cast<double>(p.polytope.rows + 1) * d;
+}
+
 Model DecisionModel(const Eigen::VectorXd& x) {
   Model m;
   m.weights = x;
@@ -123,10 +142,12 @@ class PerturbProblem final : public Algorithm {
       const PublicDatasetInfo& info,
       const PrivacyTarget& target) const override {
     ASSIGN_OR_RETURN(ProblemInfo p, PublicProblem(info));
-    RETURN_IF_ERROR(CheckTarget(target, info, true));
+    RETURN_IF_ERROR(CheckTarget(target, info, p, true));
     ASSIGN_OR_RETURN(noise::VectorLaplacePlan plan,
                      PerturbProblemPlan(p, target.epsilon));
     Calibration c = BaseCalibration(p, target, info.problem_json);
+    c.work_units =
+        LpWork(p) + ProjectionWork(p) + static_cast<double>(p.pieces);
     const double sensitivity = plan.l2_sensitivity;
     c.noise_multiplier = 1 / (plan.lambda * sensitivity);
     c.noise_stddev = plan.coordinate_stddev;
@@ -166,10 +187,8 @@ class PerturbProblem final : public Algorithm {
     r.released.push_back(Released(
         "lp_fallback", Eigen::VectorXd::Constant(1, out.lp_fallback ? 1 : 0),
         "1 if the LP on b~ failed and x is P's centre (post-processing)"));
-    if (context.callback != nullptr) {
-      IterationSummary s{1, 1, out.x, 0};
-      r.cancelled = !context.callback->OnIteration(s);
-    }
+    StepReporter reporter(context, 1);
+    r.cancelled = !reporter.Report(1, out.x);
     return r;
   }
 
@@ -186,10 +205,11 @@ class PerturbSolution final : public Algorithm {
       const PublicDatasetInfo& info,
       const PrivacyTarget& target) const override {
     ASSIGN_OR_RETURN(ProblemInfo p, PublicProblem(info));
-    RETURN_IF_ERROR(CheckTarget(target, info, true));
+    RETURN_IF_ERROR(CheckTarget(target, info, p, true));
     ASSIGN_OR_RETURN(noise::VectorLaplacePlan plan,
                      PerturbSolutionPlan(p, target.epsilon, o_.noise));
     Calibration c = BaseCalibration(p, target, info.problem_json);
+    c.work_units = LpWork(p) + ProjectionWork(p);
     c.noise_multiplier = 1 / (plan.lambda * p.diameter);
     c.noise_stddev = plan.coordinate_stddev;
     const bool paper = o_.noise == SolutionNoise::kPaper;
@@ -222,10 +242,8 @@ class PerturbSolution final : public Algorithm {
     r.model = DecisionModel(x);
     r.steps_done = 1;
     r.spent = c.event;
-    if (context.callback != nullptr) {
-      IterationSummary s{1, 1, x, 0};
-      r.cancelled = !context.callback->OnIteration(s);
-    }
+    StepReporter reporter(context, 1);
+    r.cancelled = !reporter.Report(1, x);
     return r;
   }
 
@@ -242,7 +260,7 @@ class Exponential final : public Algorithm {
       const PublicDatasetInfo& info,
       const PrivacyTarget& target) const override {
     ASSIGN_OR_RETURN(ProblemInfo p, PublicProblem(info));
-    RETURN_IF_ERROR(CheckTarget(target, info, true));
+    RETURN_IF_ERROR(CheckTarget(target, info, p, true));
     RETURN_IF_ERROR(o_.Validate());
     ASSIGN_OR_RETURN(ExponentialPlan plan, PlanExponential(p, target.epsilon));
     if (!(plan.expected_proposals_bound <= o_.max_expected_proposals)) {
@@ -260,6 +278,11 @@ class Exponential final : public Algorithm {
     }
     Calibration c = BaseCalibration(p, target, info.problem_json);
     c.event = privacy::DpEvent::Exponential(target.epsilon);
+    // K certificate steps and N rounds of m d multiply-adds each (plus the
+    // lattice draws), always all of them.
+    c.work_units = PassWork(static_cast<double>(plan.certificate_steps) +
+                                static_cast<double>(plan.rounds) + 2,
+                            p.pieces, p.dimension);
     c.noise_multiplier = 1 / (2 * plan.beta * p.b_max);
     c.notes.push_back(absl::StrFormat(
         "M_E (Han, Topcu & Pappas 2014, Thm 19): density prop. to exp(-beta "
@@ -268,8 +291,14 @@ class Exponential final : public Algorithm {
         plan.lattice_bits, target.epsilon / (2 * p.b_max), plan.beta,
         plan.grid));
     c.notes.push_back(absl::StrFormat(
-        "exact rejection sampler: expected proposals <= %.4g (public bound); "
-        "the run time depends on the data (documented timing channel)",
+        "exact rejection sampler with a fixed public amount of work: %d "
+        "subgradient steps certify a lower bound of f (no LP), then exactly "
+        "%d proposal rounds (each accepts with probability >= 1/%.4g; if "
+        "none does, with probability <= 2^-80/%.4g, a uniform lattice point "
+        "is released, which the charged epsilon covers); the run time does "
+        "not depend on the offsets except through the exact Bernoulli draws "
+        "(docs/algorithms/piecewise_affine.md, \"Timing\")",
+        plan.certificate_steps, plan.rounds, plan.expected_proposals_bound,
         plan.expected_proposals_bound));
     return c;
   }
@@ -282,16 +311,25 @@ class Exponential final : public Algorithm {
     }
     ASSIGN_OR_RETURN(ExponentialPlan plan,
                      PlanExponential(p, c.target.epsilon));
-    ASSIGN_OR_RETURN(Eigen::VectorXd x,
-                     RunExponential(p, data, plan, *context.rng));
-    SolveResult r;
-    r.model = DecisionModel(x);
-    r.steps_done = 1;
-    r.spent = c.event;
-    if (context.callback != nullptr) {
-      IterationSummary s{1, 1, x, 0};
-      r.cancelled = !context.callback->OnIteration(s);
+    if (!(plan.expected_proposals_bound <= o_.max_expected_proposals)) {
+      return absl::FailedPreconditionError(
+          "calibration was not made for this algorithm's parameters");
     }
+    StepReporter reporter(context, 1);
+    absl::StatusOr<Eigen::VectorXd> x =
+        RunExponential(p, data, plan, *context.rng, nullptr, &reporter);
+    SolveResult r;
+    r.spent = c.event;
+    if (absl::IsCancelled(x.status()) && reporter.stopped()) {
+      // Stopped before the sampler finished: nothing is released.
+      r.model = DecisionModel(p.Center());
+      r.cancelled = true;
+      return r;
+    }
+    RETURN_IF_ERROR(x.status());
+    r.model = DecisionModel(*x);
+    r.steps_done = 1;
+    r.cancelled = !reporter.Report(1, *x);
     return r;
   }
 
@@ -312,7 +350,7 @@ class Subgradient final : public Algorithm {
       const PublicDatasetInfo& info,
       const PrivacyTarget& target) const override {
     ASSIGN_OR_RETURN(ProblemInfo p, PublicProblem(info));
-    RETURN_IF_ERROR(CheckTarget(target, info, private_));
+    RETURN_IF_ERROR(CheckTarget(target, info, p, private_));
     RETURN_IF_ERROR(o_.Validate());
     if (!o_.initial_point.empty()) {
       Eigen::Map<const Eigen::VectorXd> x1(o_.initial_point.data(),
@@ -326,6 +364,9 @@ class Subgradient final : public Algorithm {
     }
     Calibration c = BaseCalibration(p, target, info.problem_json);
     c.steps = o_.iterations;
+    // k selections (or argmax scans) over the m pieces and k projections.
+    c.work_units = static_cast<double>(o_.iterations) *
+                   (PassWork(1, p.pieces, p.dimension) + ProjectionWork(p));
     const double alpha = SubgradientStep(p, o_, 1);
     if (private_) {
       const double step_eps = target.epsilon / o_.iterations;
@@ -376,9 +417,10 @@ class Subgradient final : public Algorithm {
       return absl::FailedPreconditionError("no random source");
     }
     const double step_eps = private_ ? c.target.epsilon / o_.iterations : 0.0;
+    StepReporter reporter(context, o_.iterations);
     ASSIGN_OR_RETURN(SubgradientTrace t,
                      RunSubgradient(p, data, o_, private_, step_eps,
-                                    context.rng, context.callback));
+                                    context.rng, &reporter));
     SolveResult r;
     r.model = DecisionModel(o_.readout == Readout::kLast ? t.last : t.average);
     r.steps_done = static_cast<int64_t>(t.indices.size());
@@ -432,8 +474,9 @@ class LpBaseline final : public Algorithm {
       const PublicDatasetInfo& info,
       const PrivacyTarget& target) const override {
     ASSIGN_OR_RETURN(ProblemInfo p, PublicProblem(info));
-    RETURN_IF_ERROR(CheckTarget(target, info, false));
+    RETURN_IF_ERROR(CheckTarget(target, info, p, false));
     Calibration c = BaseCalibration(p, target, info.problem_json);
+    c.work_units = LpWork(p);
     c.notes.push_back("non-private LP optimum (GLPK), public data only");
     return c;
   }
@@ -448,10 +491,8 @@ class LpBaseline final : public Algorithm {
     r.released.push_back(Released("objective",
                                   Eigen::VectorXd::Constant(1, lp.value),
                                   "f_opt = f(x*; b) on the PUBLIC offsets"));
-    if (context.callback != nullptr) {
-      IterationSummary s{1, 1, lp.x, 0};
-      r.cancelled = !context.callback->OnIteration(s);
-    }
+    StepReporter reporter(context, 1);
+    r.cancelled = !reporter.Report(1, lp.x);
     return r;
   }
 };

@@ -61,7 +61,7 @@ class GlpkProblem {
     glp_init_smcp(&parm);
     parm.msg_lev = GLP_MSG_OFF;
     parm.meth = GLP_DUALP;
-    parm.it_lim = 10000000;
+    parm.it_lim = kLpIterationLimit;
     parm.tm_lim = 600000;  // 10 minutes: never reached at the size limits
     const int rc = glp_simplex(lp_, &parm);
     if (rc != 0 || glp_get_status(lp_) != GLP_OPT) {

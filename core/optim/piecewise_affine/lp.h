@@ -45,6 +45,9 @@ struct LpSolution {
   std::vector<double> duals;
 };
 
+// GLPK's simplex iteration limit for every solve (public).
+inline constexpr int kLpIterationLimit = 10000000;
+
 // Solves min_{x in P} max_i (a_i^T x + b_i). `a` is m x d (public slopes),
 // `b` the offsets (finite). Errors: INVALID_ARGUMENT on size mismatch or
 // non-finite input; INTERNAL if GLPK does not report an optimum (callers on

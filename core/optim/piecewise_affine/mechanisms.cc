@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
 #include "core/noise/discrete_samplers.h"
 #include "core/optim/piecewise_affine/lp.h"
@@ -26,16 +27,6 @@ class SecureNoise final : public OffsetNoise {
     return noise::AddVectorLaplaceNoise(plan, rng, v);
   }
 };
-
-// Clamps every coordinate into [-limit, limit]: 1-Lipschitz per coordinate,
-// so it keeps every sensitivity (l2 and l-infinity) of the clamped vector.
-Eigen::VectorXd ClampAll(const Eigen::VectorXd& v, double limit) {
-  Eigen::VectorXd out = v;
-  for (Eigen::Index i = 0; i < out.size(); ++i) {
-    out[i] = std::clamp(out[i], -limit, limit);
-  }
-  return out;
-}
 
 Eigen::VectorXd ClampToBox(const Eigen::VectorXd& x,
                            const std::vector<double>& lower,
@@ -110,8 +101,9 @@ absl::StatusOr<PerturbProblemOutput> RunPerturbProblem(
     return absl::FailedPreconditionError("noise plan does not fit the problem");
   }
   PerturbProblemOutput out;
-  // Clamp first (keeps the sensitivity), so the noise's input is in range.
-  out.b_tilde = ClampAll(data.labels(), std::ldexp(plan.grid, 50));
+  // No clamp: CheckData holds |b_i| <= 2^27 b_max (problem.h), far below
+  // the noise's input range of 2^51 grid units (the grid is >= 2^-21 b_max).
+  out.b_tilde = data.labels();
   RETURN_IF_ERROR(noise.Add(plan, rng, out.b_tilde));
   // From here on everything is post-processing of b~.
   absl::StatusOr<LpSolution> lp =
@@ -151,6 +143,32 @@ absl::StatusOr<Eigen::VectorXd> RunPerturbSolution(
 // ---------------------------------------------------------------------------
 // M_E.
 
+namespace {
+
+// Bounds of M_E's privacy and failure analysis (mechanisms.h).
+constexpr double kFallbackLog2 = 80;  // P(no round accepts) <= 2^-80 / B
+// Floating-point margin of the certified lower bound, relative to the
+// magnitudes it sums.
+constexpr double kCertificateMargin = 1e-9;
+
+// max_{x in P} ||x||_2 of the box.
+double MaxNorm(const Polytope& p) {
+  double s = 0;
+  for (size_t j = 0; j < p.lower.size(); ++j) {
+    const double v = std::max(std::abs(p.lower[j]), std::abs(p.upper[j]));
+    s += v * v;
+  }
+  return std::sqrt(s);
+}
+
+int64_t SaturatingCount(double v) {
+  constexpr double kMax = 0x1.0p62;
+  if (!(v < kMax)) return static_cast<int64_t>(kMax);
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(v)));
+}
+
+}  // namespace
+
 absl::StatusOr<ExponentialPlan> PlanExponential(const ProblemInfo& info,
                                                 double epsilon) {
   if (!info.polytope.is_box()) {
@@ -163,13 +181,46 @@ absl::StatusOr<ExponentialPlan> PlanExponential(const ProblemInfo& info,
   plan.grid = grid.grid;
   plan.sensitivity_units = grid.sensitivity_units;
   ASSIGN_OR_RETURN(plan.rate, SelectionRate(epsilon, grid));
-  plan.beta = plan.rate.ToDouble() / grid.grid;
-  // Expected proposals <= exp(rate (max F - F_lo)) with F the lattice
-  // scores and F_lo the certified lower bound; max F - min F <= G R / g + 2
-  // and F_lo >= min F - 6 up to the LP's tolerance (f is G-Lipschitz on P,
-  // so the bound is about exp(beta G R)).
-  const double spread = info.slope_norm_bound * info.diameter / grid.grid + 8;
-  plan.expected_proposals_bound = std::exp(plan.rate.ToDouble() * spread);
+  const double rate = plan.rate.ToDouble();
+  // Pure epsilon-DP of the mixture with the fallback (mechanisms.h): the
+  // selection's 2 rate Delta plus 2^-79 must stay below epsilon.
+  if (!(2 * rate * grid.sensitivity_units <= epsilon * (1 - 0x1.0p-41)) ||
+      !(epsilon >= 0x1.0p-37)) {
+    return absl::InvalidArgumentError(
+        "pa_exponential: epsilon is too small for the exact sampler");
+  }
+  plan.beta = rate / grid.grid;
+  const double g_norm = info.slope_norm_bound;
+  const double x_norm = MaxNorm(info.polytope);
+  // Every score that can be the maximum at a point of P lies within
+  // 3 G X of the shift (mechanisms.h); with the sensitivity it must stay
+  // far inside the +-2^50 units of ScoreUnits (never clamped, floating-point
+  // error below g / 4).
+  const double range_units = (3 * g_norm * x_norm + 2 * info.b_max) / grid.grid;
+  if (!(range_units <= 0x1.0p48)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "pa_exponential: the public score range 3 G X + 2 b_max = %.6g "
+        "(G = %.6g, X = max ||x|| over P = %.6g, b_max = %.6g) is not "
+        "representable on the score grid (at most 2^48 b_max / 2^20); "
+        "rescale the problem",
+        3 * g_norm * x_norm + 2 * info.b_max, g_norm, x_norm, info.b_max));
+  }
+  const double gr = g_norm * info.diameter;
+  // K = ceil((4 beta G R)^2): the certificate's gap G R / sqrt(K) costs at
+  // most a factor e^(1/4) in the acceptance probability.
+  plan.certificate_steps = SaturatingCount(std::pow(4 * plan.beta * gr, 2));
+  const double gap_units =
+      gr / (grid.grid * std::sqrt(static_cast<double>(plan.certificate_steps)));
+  // max F - F_lo <= (max F - min F) + (min F - F_lo) <= G R / g + 2 +
+  // gap + margin + 4 (rounding of the scores and of F_lo); 8 covers the
+  // constants.
+  plan.spread_units = gr / grid.grid + 8 + gap_units +
+                      kCertificateMargin * 3 * g_norm * x_norm / grid.grid;
+  plan.expected_proposals_bound = std::exp(rate * plan.spread_units);
+  const double b = std::max(1.0, plan.expected_proposals_bound);
+  // (1 - 1/B)^N <= exp(-N / B) <= 2^-80 / B.
+  plan.rounds =
+      SaturatingCount(b * (std::log(b) + kFallbackLog2 * std::log(2.0)));
   return plan;
 }
 
@@ -177,7 +228,8 @@ absl::StatusOr<Eigen::VectorXd> RunExponential(const ProblemInfo& info,
                                                const Dataset& data,
                                                const ExponentialPlan& plan,
                                                noise::RandomSource& rng,
-                                               int64_t* proposals) {
+                                               ExponentialRunStats* stats,
+                                               StepReporter* reporter) {
   RETURN_IF_ERROR(CheckData(data, info));
   if (!info.polytope.is_box()) {
     return absl::FailedPreconditionError("M_E needs a box");
@@ -188,87 +240,140 @@ absl::StatusOr<Eigen::VectorXd> RunExponential(const ProblemInfo& info,
   grid.grid = plan.grid;
   grid.sensitivity_units = plan.sensitivity_units;
   const Eigen::MatrixXd& a = data.dense();
-  // Offsets clamped to +-2^49 g (1-Lipschitz: Lemma 18 still holds), so
-  // every bound below is finite.
-  const Eigen::VectorXd b = ClampAll(data.labels(), std::ldexp(grid.grid, 49));
   const std::vector<double>& lo = info.polytope.lower;
   const std::vector<double>& hi = info.polytope.upper;
 
-  // A certified lower bound LB <= min_{x in P} f(x; b): the larger of
-  //  (i) max_i (b_i + min_{x in box} a_i^T x), within G R of the minimum;
-  //  (ii) the LP's dual certificate b^T lambda + min_box (A^T lambda)^T x.
-  // Both hold for any lambda in the simplex (weak duality); the margins
-  // cover floating-point error. The output law does not depend on LB as long
-  // as LB is a lower bound; only the number of proposals does.
+  // 1. Shift: bs = b - max b. The same constant in every score cancels in
+  // the mechanism's normalisation (its law is that of the scores' exact
+  // values up to rounding, which the sensitivity's +2 units cover). Pieces
+  // far below the maximum may overflow to -Inf: they are never the maximum.
+  double shift = -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < m; ++i) shift = std::max(shift, data.label(i));
+  Eigen::VectorXd bs(m);
+  for (int64_t i = 0; i < m; ++i) bs[i] = data.label(i) - shift;
+
+  // 2. Certified lower bound on min_P f(.; bs) in fixed work: K steps of the
+  // projected subgradient method from the centre, the step-weighted average
+  // lambda of the visited (maximising) pieces, and the dual value
+  // L(lambda) = lambda^T bs + min_box (A^T lambda)^T x <= min f (weak
+  // duality, for any lambda in the simplex). Also the bound
+  // max_i (bs_i + min_box a_i^T x). Margins cover floating-point error.
+  const int64_t k_steps = plan.certificate_steps;
+  const double g_norm = info.slope_norm_bound;
+  const double step =
+      g_norm > 0
+          ? info.diameter / (g_norm * std::sqrt(static_cast<double>(k_steps)))
+          : 0.0;
+  Eigen::VectorXd x = info.Center();
+  Eigen::VectorXd visits = Eigen::VectorXd::Zero(m);
+  for (int64_t k = 0; k < k_steps; ++k) {
+    if (reporter != nullptr && reporter->StopRequested()) {
+      return absl::CancelledError("cancelled");
+    }
+    int64_t best = 0;
+    double best_value = -std::numeric_limits<double>::infinity();
+    for (int64_t i = 0; i < m; ++i) {
+      const double v = data.RowDot(i, x) + bs[i];
+      const bool better = v > best_value;  // first maximiser on ties
+      best = better ? i : best;
+      best_value = better ? v : best_value;
+    }
+    visits[best] += 1;
+    for (int64_t j = 0; j < d; ++j) {
+      x[j] = std::clamp(x[j] - step * a(best, j), lo[j], hi[j]);
+    }
+  }
   double lb = -std::numeric_limits<double>::infinity();
   for (int64_t i = 0; i < m; ++i) {
-    double v = b[i];
-    double scale = std::abs(b[i]);
+    double v = bs[i];
+    double scale = std::abs(bs[i]);
     for (int64_t j = 0; j < d; ++j) {
       v += std::min(a(i, j) * lo[j], a(i, j) * hi[j]);
       scale += std::abs(a(i, j)) * std::max(std::abs(lo[j]), std::abs(hi[j]));
     }
-    lb = std::max(lb, v - 1e-9 * (scale + 1e-300));
-  }
-  absl::StatusOr<LpSolution> lp = SolveMaxAffine(a, b, info.polytope);
-  if (lp.ok()) {
-    Eigen::VectorXd lambda = Eigen::Map<const Eigen::VectorXd>(
-        lp->duals.data(), static_cast<Eigen::Index>(lp->duals.size()));
-    if (lambda.sum() > 0.5) {
-      double v = 0;
-      double scale = 0;
-      for (int64_t i = 0; i < m; ++i) {
-        v += lambda[i] * b[i];
-        scale += lambda[i] * std::abs(b[i]);
-      }
-      const Eigen::VectorXd w = a.transpose() * lambda;
-      for (int64_t j = 0; j < d; ++j) {
-        v += std::min(w[j] * lo[j], w[j] * hi[j]);
-        scale += std::abs(w[j]) * std::max(std::abs(lo[j]), std::abs(hi[j]));
-      }
-      // Normalisation error of lambda (sum 1 up to round-off) included.
-      if (std::isfinite(v)) lb = std::max(lb, v - 1e-9 * (scale + 1e-300));
+    if (std::isfinite(v)) {
+      lb = std::max(lb, v - kCertificateMargin * (scale + 1e-300));
     }
+  }
+  {
+    const Eigen::VectorXd lambda =
+        visits / static_cast<double>(std::max<int64_t>(1, k_steps));
+    double v = 0;
+    double scale = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      if (lambda[i] == 0) continue;  // keeps -Inf offsets out of the sum
+      v += lambda[i] * bs[i];
+      scale += lambda[i] * std::abs(bs[i]);
+    }
+    const Eigen::VectorXd w = a.transpose() * lambda;
+    for (int64_t j = 0; j < d; ++j) {
+      v += std::min(w[j] * lo[j], w[j] * hi[j]);
+      scale += std::abs(w[j]) * std::max(std::abs(lo[j]), std::abs(hi[j]));
+    }
+    if (std::isfinite(v))
+      lb = std::max(lb, v - kCertificateMargin * (scale + 1e-300));
   }
   const double lb_units = std::floor(lb / grid.grid) - 2;
   const int64_t floor_units = static_cast<int64_t>(
       std::clamp(lb_units, -static_cast<double>(kMaxScoreUnits),
                  static_cast<double>(kMaxScoreUnits)));
 
-  // Rejection from the uniform law on the lattice
-  //   x_j = lo_j + (k_j + 1/2) (hi_j - lo_j) / 2^bits, k_j in [0, 2^bits),
-  // accepting with probability exp(-rate (F(x) - F_lo)), F(x) =
-  // max_i psi(a_i^T x + b_i): the accepted x has probability proportional to
-  // exp(-rate F(x)), the exponential mechanism with score -F.
+  // 3. Exactly plan.rounds rounds of rejection from the uniform law on the
+  // lattice x_j = lo_j + (k_j + 1/2) (hi_j - lo_j) / 2^bits, accepting with
+  // probability exp(-rate (F(x) - F_lo)), F(x) = max_i psi(a_i^T x + bs_i):
+  // the first accepted x has probability proportional to exp(-rate F(x)),
+  // the exponential mechanism with score -F. Every round does the same
+  // work whether or not an earlier one accepted; then the fallback draw.
   const uint64_t cells = uint64_t{1} << plan.lattice_bits;
   const noise::uint128 den = static_cast<noise::uint128>(1)
                              << plan.rate.exponent;
   noise::RandomBits bits(rng);
-  Eigen::VectorXd x(d);
-  int64_t count = 0;
-  while (bits.ok()) {
-    ++count;
+  Eigen::VectorXd proposal(d);
+  Eigen::VectorXd sample = Eigen::VectorXd::Zero(d);
+  int64_t first_accepted = 0;
+  int64_t round = 0;
+  auto draw = [&](Eigen::VectorXd& out) {
     for (int64_t j = 0; j < d; ++j) {
       const double k = static_cast<double>(bits.UniformInt(cells));
-      x[j] = lo[j] + (k + 0.5) * ((hi[j] - lo[j]) / static_cast<double>(cells));
+      out[j] =
+          lo[j] + (k + 0.5) * ((hi[j] - lo[j]) / static_cast<double>(cells));
     }
+  };
+  for (round = 0; round < plan.rounds && bits.ok(); ++round) {
+    // Asked every round (an atomic read next to m d multiply-adds).
+    if (reporter != nullptr && reporter->StopRequested()) {
+      return absl::CancelledError("cancelled");
+    }
+    draw(proposal);
     int64_t f = -kMaxScoreUnits;
     for (int64_t i = 0; i < m; ++i) {
-      f = std::max(f, ScoreUnits(data.RowDot(i, x), b[i], grid));
+      f = std::max(f, ScoreUnits(data.RowDot(i, proposal), bs[i], grid));
     }
     const uint64_t gap = f > floor_units
                              ? static_cast<uint64_t>(f - floor_units)
-                             : 0;  // LB certified: never below
+                             : 0;  // F_lo certified: never below
     const noise::uint128 num =
         static_cast<noise::uint128>(gap) * plan.rate.mantissa;
-    if (noise::BernoulliExpMinus(bits, num, den) && bits.ok()) break;
+    const bool take =
+        noise::BernoulliExpMinus(bits, num, den) && first_accepted == 0;
+    // The same copy in every round: only which value is kept differs.
+    for (int64_t j = 0; j < d; ++j) {
+      sample[j] = take ? proposal[j] : sample[j];
+    }
+    first_accepted = take ? round + 1 : first_accepted;
   }
+  Eigen::VectorXd fallback(d);
+  draw(fallback);
   if (!bits.ok()) {
     absl::Status s = rng.status();
     return s.ok() ? absl::InternalError("random source failed") : s;
   }
-  if (proposals != nullptr) *proposals = count;
-  return x;
+  if (stats != nullptr) {
+    stats->first_accepted = first_accepted;
+    stats->rounds = round;
+    stats->floor_value = static_cast<double>(floor_units) * grid.grid + shift;
+  }
+  return first_accepted > 0 ? sample : fallback;
 }
 
 // ---------------------------------------------------------------------------
@@ -286,7 +391,7 @@ double SubgradientStep(const ProblemInfo& info, const SubgradientOptions& o,
 absl::StatusOr<SubgradientTrace> RunSubgradient(
     const ProblemInfo& info, const Dataset& data, const SubgradientOptions& o,
     bool private_selection, double step_epsilon, noise::RandomSource* rng,
-    IterationCallback* callback) {
+    StepReporter* reporter) {
   RETURN_IF_ERROR(CheckData(data, info));
   RETURN_IF_ERROR(o.Validate());
   const ScoreGrid grid = MakeScoreGrid(info.b_max);
@@ -330,12 +435,9 @@ absl::StatusOr<SubgradientTrace> RunSubgradient(
     x = x - SubgradientStep(info, o, i) * g;
     if (o.project) x = ProjectOntoPolytope(info, x);
     trace.iterates.push_back(x);
-    if (callback != nullptr) {
-      IterationSummary s{i, o.iterations, x, g.norm()};
-      if (!callback->OnIteration(s)) {
-        trace.cancelled = true;
-        break;
-      }
+    if (reporter != nullptr && !reporter->Report(i, x, g.norm())) {
+      trace.cancelled = true;
+      break;
     }
   }
   trace.last = x;

@@ -20,9 +20,11 @@
 // power-of-two grid); selections through scores.h (exact softmax on integer
 // scores). M_E samples the exponential mechanism over a fine lattice of the
 // box P (2^20 points per axis) by rejection with exact acceptance
-// probabilities: a finite exponential mechanism with scores -f (Lemma 18),
-// so exactly eps-DP; it is refused before charging when the public bound on
-// its expected proposals exceeds the job's limit. There is no Metropolis
+// probabilities, in a fixed public number of rounds: a finite exponential
+// mechanism with scores -f (Lemma 18), mixed with a uniform fallback of
+// probability <= 2^-80 / B, eps-DP in total (ExponentialPlan); it is refused
+// before charging when the public bound B on its expected proposals exceeds
+// the job's limit. There is no Metropolis
 // sampler in the service (the paper's Sec. 5.1 sampler: a chain's law is
 // only close to the target, so its guarantee is not certified).
 #ifndef DPOPT_CORE_OPTIM_PIECEWISE_AFFINE_MECHANISMS_H_
@@ -39,6 +41,7 @@
 #include "core/noise/vector_laplace.h"
 #include "core/optim/algorithm.h"
 #include "core/optim/piecewise_affine/problem.h"
+#include "core/optim/step_reporter.h"
 
 namespace dpopt::optim::piecewise_affine {
 
@@ -70,9 +73,11 @@ struct PerturbSolutionOptions {
 // M_E (Han, Topcu & Pappas 2014, Sec. 4.3): exact exponential mechanism on
 // P (a box), by rejection instead of the paper's Metropolis chain.
 struct ExponentialOptions {
-  // Refuse (before charging) when the public bound on the expected number
-  // of proposals, exp(eps/(2 b_max) G R) up to grid terms, exceeds this.
-  // Default 1e6; at most 1e9.
+  // Refuse (before charging) when the public bound B on the expected number
+  // of proposals, about exp(eps/(2 b_max) G R) (ExponentialPlan::
+  // expected_proposals_bound), exceeds this. Every run makes
+  // ceil(B (ln B + 56)) proposal rounds, whatever the data. Default 1e6; at
+  // most 1e9.
   double max_expected_proposals = 1e6;
   absl::Status Validate() const;
 };
@@ -155,28 +160,74 @@ absl::StatusOr<Eigen::VectorXd> RunPerturbSolution(
     const noise::VectorLaplacePlan& plan, bool project,
     const OffsetNoise& noise, noise::RandomSource& rng);
 
-// M_E's plan: score grid, rate (eps / (2 Delta) per unit), and the public
-// bound on the expected number of proposals.
+// M_E's plan, from public values only: score grid, rate (eps / (2 Delta)
+// per unit), and the sampler's fixed amount of work.
+//
+// The sampler's run time does not depend on the offsets by construction:
+//   1. Offsets are shifted by their maximum s (a constant shift of every
+//      score leaves the exponential mechanism's law and its privacy
+//      unchanged), so every score that can be the maximum somewhere in P is
+//      within 3 G X of 0 (X = max_{x in P} ||x||_2): PlanExponential refuses
+//      problems where that range is not representable in score units.
+//   2. A certified lower bound F_lo <= min_P f comes from `certificate_steps`
+//      (public) steps of the projected subgradient method from P's centre
+//      with step R / (G sqrt(K)): the step-weighted average of the visited
+//      pieces is a dual point whose value is within G R / sqrt(K) of min f
+//      (weak duality makes it a lower bound for any run). No LP is solved.
+//   3. Exactly `rounds` (public) proposal rounds are run, every one with the
+//      same work (d lattice draws, m d multiply-adds, one exact Bernoulli);
+//      the first accepted proposal is the sample. If no round accepts (each
+//      round accepts with probability >= 1 / expected_proposals_bound, so
+//      this happens with probability <= 2^-80 / expected_proposals_bound),
+//      the sample is a uniform lattice point drawn in every run. That
+//      mixture is pure epsilon-DP: the rate is set so that the
+//      exponential mechanism's 2 rate Delta plus log((e^eps_em + 2^-80) /
+//      (1 - 2^-80)) - eps_em stays <= eps.
+// What remains data-dependent in the run time: each round's exact Bernoulli
+// draw loops about rate (F(x) - F_lo) + 1 times in expectation (at most
+// rate * spread_units + 1), so the total over the fixed rounds depends on
+// the distribution of the scores over P; and floating-point operations
+// whose latency depends on their operands (none on the hot path on x86-64
+// with SSE2: no subnormals or divisions by data).
 struct ExponentialPlan {
   double grid = 0;
   double sensitivity_units = 0;
   noise::Dyadic rate;
   double beta = 0;  // rate / grid: the inverse temperature actually used
+  // Public bound B on 1 / (acceptance probability of one round).
   double expected_proposals_bound = 0;
+  // Public bound on max F - F_lo over the lattice, in grid units.
+  double spread_units = 0;
+  // K: subgradient steps of the lower-bound certificate.
+  int64_t certificate_steps = 0;
+  // N = ceil(B (ln B + 56)): proposal rounds of every run.
+  int64_t rounds = 0;
   int lattice_bits = 20;  // 2^20 lattice points per axis
 };
+// Errors: INVALID_ARGUMENT (P not a box, epsilon too small, scores out of
+// the representable range), or OUT_OF_RANGE when the rounds would exceed
+// 2^62.
 absl::StatusOr<ExponentialPlan> PlanExponential(const ProblemInfo& info,
                                                 double epsilon);
-// One exact sample; *proposals (optional) receives the number of proposals.
-absl::StatusOr<Eigen::VectorXd> RunExponential(const ProblemInfo& info,
-                                               const Dataset& data,
-                                               const ExponentialPlan& plan,
-                                               noise::RandomSource& rng,
-                                               int64_t* proposals = nullptr);
+
+// What a run did (tests and diagnostics; never released).
+struct ExponentialRunStats {
+  int64_t first_accepted = 0;  // 1-based round of the sample; 0: fallback
+  int64_t rounds = 0;          // rounds run (plan.rounds unless stopped)
+  // F_lo g + s: the certified lower bound used, in units of f.
+  double floor_value = 0;
+};
+// One sample. `stats` (optional) receives what the run did. `reporter`
+// (optional) is asked whether to stop between rounds; a stop request ends
+// the run with CANCELLED (nothing is released).
+absl::StatusOr<Eigen::VectorXd> RunExponential(
+    const ProblemInfo& info, const Dataset& data, const ExponentialPlan& plan,
+    noise::RandomSource& rng, ExponentialRunStats* stats = nullptr,
+    StepReporter* reporter = nullptr);
 
 // Algorithm 2. `rate` is Algorithm 1's per-step rate; `private_selection`
 // false runs the regular (non-private) subgradient method instead (public
-// datasets / tests only). The callback (may be null) sees each iterate.
+// datasets / tests only). `reporter` (may be null) sees each iterate.
 struct SubgradientTrace {
   std::vector<Eigen::VectorXd> iterates;  // x^(1), ..., x^(k+1)
   std::vector<int64_t> indices;           // i*_1, ..., i*_k
@@ -189,7 +240,7 @@ double SubgradientStep(const ProblemInfo& info, const SubgradientOptions& o,
 absl::StatusOr<SubgradientTrace> RunSubgradient(
     const ProblemInfo& info, const Dataset& data, const SubgradientOptions& o,
     bool private_selection, double step_epsilon, noise::RandomSource* rng,
-    IterationCallback* callback);
+    StepReporter* reporter);
 
 }  // namespace dpopt::optim::piecewise_affine
 

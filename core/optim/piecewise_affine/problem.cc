@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
 #include "core/optim/piecewise_affine/lp.h"
 #include "nlohmann/json.hpp"
@@ -228,6 +229,53 @@ absl::Status CheckData(const Dataset& data, const ProblemInfo& info) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the dataset is not the stored max-affine problem (", info.pieces,
         " dense rows of dimension ", info.dimension, " expected)"));
+  }
+  // Every imported dataset passed CheckOffsets; a failure here is a defect
+  // (the message carries no offset value).
+  const double limit = kMaxOffsetRatio * info.b_max;
+  for (int64_t i = 0; i < data.rows(); ++i) {
+    if (!(std::abs(data.label(i)) <= limit)) {
+      return absl::InvalidArgumentError(
+          "the dataset's offsets are outside the range checked at import");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckOffsets(const double* offsets, int64_t m, double b_max) {
+  const double limit = kMaxOffsetRatio * b_max;
+  for (int64_t i = 0; i < m; ++i) {
+    if (!(std::abs(offsets[i]) <= limit)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "offset of row ", i + 1,
+          ": every offset must be finite with |b_i| <= 2^27 b_max = ", limit,
+          " (the range the mechanisms represent exactly; rescale the "
+          "problem or declare a larger b_max)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+double MaxPointNorm(const ProblemInfo& info) {
+  double s = 0;
+  for (size_t j = 0; j < info.bbox_lower.size(); ++j) {
+    const double v =
+        std::max(std::abs(info.bbox_lower[j]), std::abs(info.bbox_upper[j]));
+    s += v * v;
+  }
+  return std::sqrt(s);
+}
+
+absl::Status CheckScoreRange(const ProblemInfo& info) {
+  const double gx = info.slope_norm_bound * MaxPointNorm(info);
+  if (!(gx <= kMaxScoreRangeRatio * info.b_max)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the public score range G X = %.6g (G = %.6g the largest slope "
+        "norm, X = %.6g the largest norm of a point of P) exceeds 2^27 "
+        "b_max = %.6g, beyond what the private mechanisms represent "
+        "exactly; rescale the problem or declare a larger b_max",
+        gx, info.slope_norm_bound, MaxPointNorm(info),
+        kMaxScoreRangeRatio * info.b_max));
   }
   return absl::OkStatus();
 }

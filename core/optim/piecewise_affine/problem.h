@@ -37,6 +37,18 @@ inline constexpr double kMaxCoefficient = 1e9;  // |a_ij|, |l_j|, |H|, |h|
 inline constexpr double kMinBMax = 1e-100;
 inline constexpr double kMaxBMax = 1e100;
 
+// The representable range of the private mechanisms' integer scores and
+// offsets (scores.h: +-2^50 units of g >= 2^-21 b_max; the offset noise's
+// clamp at 2^50 of its grid >= 2^-22 b_max). Offsets must satisfy
+// |b_i| <= kMaxOffsetRatio b_max, checked at import (CheckOffsets: the
+// curator's own data, told only to the curator), and the public slopes and
+// P must satisfy G X <= kMaxScoreRangeRatio b_max with X = max_{x in P}
+// ||x||_2, checked before charging (CheckScoreRange). Then every score
+// |a_i^T x + b_i| / g stays below 2^49 and no clamp is ever reached: the
+// mechanisms never optimise a silently clamped problem.
+inline constexpr double kMaxOffsetRatio = 0x1.0p27;
+inline constexpr double kMaxScoreRangeRatio = 0x1.0p27;
+
 // P = {x : lower <= x <= upper, H x <= h}: a box (required, so P is
 // bounded; the paper's Remark 20 claims more than holds for unbounded P)
 // intersected with optional half-spaces.
@@ -99,8 +111,21 @@ absl::StatusOr<ProblemInfo> DescribeProblem(const ProblemDeclaration& decl,
                                             int64_t d);
 
 // The slopes and offsets of a loaded max-affine dataset, checked against
-// the description: dense, m x d. INVALID_ARGUMENT otherwise.
+// the description: dense, m x d, every offset finite with |b_i| <=
+// kMaxOffsetRatio b_max (true of every imported dataset). INVALID_ARGUMENT
+// otherwise.
 absl::Status CheckData(const Dataset& data, const ProblemInfo& info);
+
+// Import-time check of the offsets (m values): finite, |b_i| <=
+// kMaxOffsetRatio b_max. INVALID_ARGUMENT naming the first bad row
+// otherwise (the curator's import only).
+absl::Status CheckOffsets(const double* offsets, int64_t m, double b_max);
+
+// max_{x in P} ||x||_2 over P's bounding box (public).
+double MaxPointNorm(const ProblemInfo& info);
+
+// Public: G X <= kMaxScoreRangeRatio b_max. INVALID_ARGUMENT otherwise.
+absl::Status CheckScoreRange(const ProblemInfo& info);
 
 // f(x; b) = max_i (a_i^T x + b_i), with overflow-safe dot products (never
 // NaN on finite input; may be +-Inf). Harness / public datasets only: the

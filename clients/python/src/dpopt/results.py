@@ -128,11 +128,14 @@ class Calibration:
     clip_norm: float
     notes: List[str]
     proto: Any = dataclasses.field(repr=False, compare=False)
+    # Public upper bound on the job's work (row-coordinate operations).
+    work_units: float = 0.0
 
     @classmethod
     def from_proto(cls, c):
         return cls(c.noise_multiplier, c.noise_stddev, c.steps, c.sampling_rate,
-                   c.expected_batch_size, c.clip_norm, list(c.notes), c)
+                   c.expected_batch_size, c.clip_norm, list(c.notes), c,
+                   c.work_units)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -28,6 +29,13 @@ int main(int argc, char** argv) {
   std::vector<char*> rest = {argv[0]};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--identify") {
+      // Never the production identity: a server refuses this worker.
+      std::printf(
+          "dpopt-dda-worker-testing: TEST ONLY, seeded generators, NOT "
+          "differentially private\n");
+      return 0;
+    }
     if (absl::StartsWith(a, "--test-seed=")) {
       if (!absl::SimpleAtoi(a.substr(12), &seed)) return 2;
     } else if (absl::StartsWith(a, "--test-fault=")) {

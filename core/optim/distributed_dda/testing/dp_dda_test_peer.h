@@ -13,6 +13,7 @@
 
 #include "core/noise/random.h"
 #include "core/optim/distributed_dda/dp_dda.h"
+#include "core/optim/distributed_dda/mpi_settings.h"
 
 namespace dpopt::optim::distributed_dda::testing {
 
@@ -24,6 +25,15 @@ class DpDdaTestPeer {
  public:
   // Node i draws from SeededNodeRandom(seed, i). NOT DP.
   static void UseSeededNodes(DpDda& algorithm, uint64_t seed);
+};
+
+class MpiSettingsTestPeer {
+ public:
+  // Lets `settings` name the test-only dpopt-dda-worker-testing as the
+  // worker (the server's start-up check accepts it). NOT DP.
+  static void AllowTestingWorker(MpiSettings& settings) {
+    settings.allow_testing_worker_ = true;
+  }
 };
 
 }  // namespace dpopt::optim::distributed_dda::testing

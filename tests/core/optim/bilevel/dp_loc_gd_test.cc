@@ -10,6 +10,7 @@
 #include "core/common/status_macros.h"
 #include "core/noise/testing/seeded_random.h"
 #include "core/optim/bilevel/primitives.h"
+#include "core/optim/step_reporter.h"
 #include "core/optim/testing/noise_off.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -83,6 +84,18 @@ Dataset MeanData(int64_t n, int64_t d, uint64_t seed) {
                         LabelKind::kReal);
 }
 
+// Answers "stop" from the (budget + 1)-th question on; records nothing.
+class StopAfterQuestions final : public IterationCallback {
+ public:
+  explicit StopAfterQuestions(int budget) : budget_(budget) {}
+
+ private:
+  bool OnIteration(const IterationSummary&) override { return true; }
+  bool StopRequested() override { return ++asked_ > budget_; }
+  int budget_;
+  int asked_ = 0;
+};
+
 TEST(DpLocGdTest, NoiseOffConvergesToTheMinimiser) {
   const int64_t n = 200, d = 3;
   const Dataset data = MeanData(n, d, 3);
@@ -105,7 +118,7 @@ TEST(DpLocGdTest, NoiseOffConvergesToTheMinimiser) {
     ASSERT_OK_AND_ASSIGN(
         Eigen::VectorXd y,
         RunInnerSolve(plan, Mechanism(3.0 / n, d), 10, *oracle, source,
-                      Eigen::VectorXd::Zero(d), &trace));
+                      Eigen::VectorXd::Zero(d), &trace, nullptr));
     // Practical: constant step 1/beta = exact minimiser after one step.
     // Paper: eta_t = 1/(mu (t+1)) averaging converges like log(T)/T.
     EXPECT_LT((y - y_star).norm(), mode == InnerMode::kPaper ? 1e-3 : 1e-12)
@@ -136,9 +149,10 @@ TEST(DpLocGdTest, PaperModeFeasibilityAndAveragingRule) {
   }
   MeanSource source(d, 3, 1.0 / n);
   InnerTrace trace;
-  ASSERT_OK_AND_ASSIGN(Eigen::VectorXd y,
-                       RunInnerSolve(plan, Mechanism(3.0 / n, d), 50, *oracle,
-                                     source, Eigen::VectorXd::Zero(d), &trace));
+  ASSERT_OK_AND_ASSIGN(
+      Eigen::VectorXd y,
+      RunInnerSolve(plan, Mechanism(3.0 / n, d), 50, *oracle, source,
+                    Eigen::VectorXd::Zero(d), &trace, nullptr));
   EXPECT_EQ(budget.charges, 150);
   ASSERT_EQ(trace.rounds.size(), 3u);
   ASSERT_EQ(trace.round_starts.size(), 4u);
@@ -172,9 +186,10 @@ TEST(DpLocGdTest, PracticalOutputIsTheMeanOfTheLastHalf) {
   EXPECT_EQ(plan.averaged, 4);
   MeanSource source(d, 3, 1.0 / n);
   InnerTrace trace;
-  ASSERT_OK_AND_ASSIGN(Eigen::VectorXd y,
-                       RunInnerSolve(plan, Mechanism(3.0 / n, d), 30, *oracle,
-                                     source, Eigen::VectorXd::Zero(d), &trace));
+  ASSERT_OK_AND_ASSIGN(
+      Eigen::VectorXd y,
+      RunInnerSolve(plan, Mechanism(3.0 / n, d), 30, *oracle, source,
+                    Eigen::VectorXd::Zero(d), &trace, nullptr));
   const auto& it = trace.rounds[0];
   Eigen::VectorXd mean = (it[4] + it[5] + it[6] + it[7]) / 4;
   EXPECT_NEAR((y - mean).norm(), 0, 1e-14);
@@ -257,6 +272,34 @@ TEST(PrivateSumOracleTest, RefusesAnUndersizedSensitivityBeforeCharging) {
   EXPECT_EQ(budget.charges, 0);
   EXPECT_OK(oracle->NoisySum(Mechanism(0.2, 2), 1, source, &out));
   EXPECT_EQ(budget.charges, 1);
+}
+
+// A stop request ends an inner solve between two steps (each step is one
+// pass over the rows), with CANCELLED; nothing is returned.
+TEST(DpLocGdTest, StopsInsideTheSolveWhenAsked) {
+  const int64_t n = 50, d = 2;
+  const Dataset data = MeanData(n, d, 7);
+  SeededRandomForTesting rng(3);
+  AcceptAll budget;
+  ASSERT_OK_AND_ASSIGN(
+      auto oracle, PrivateSumOracle::Create(data, privacy::Relation::kAddRemove,
+                                            rng, SecureNoise(), budget));
+  InnerProblem problem{1, 1, 3, 5, d};
+  InnerSolverOptions o;
+  o.steps = 100000;
+  ASSERT_OK_AND_ASSIGN(InnerPlan plan, PlanInnerSolve(o, problem, n, 1.0));
+  MeanSource source(d, 3, 1.0 / n);
+  InnerTrace trace;
+  StopAfterQuestions stop(25);
+  StepReporter reporter(&stop, 1);
+  EXPECT_THAT(RunInnerSolve(plan, Mechanism(3.0 / n, d), 10, *oracle, source,
+                            Eigen::VectorXd::Zero(d), &trace, &reporter)
+                  .status(),
+              StatusIs(absl::StatusCode::kCancelled));
+  // 25 steps ran (y_0 and 25 iterates), then the 26th question stopped it.
+  ASSERT_EQ(trace.rounds.size(), 1u);
+  EXPECT_EQ(trace.rounds[0].size(), 26u);
+  EXPECT_TRUE(reporter.stopped());
 }
 
 }  // namespace

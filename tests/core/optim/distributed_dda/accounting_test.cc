@@ -206,6 +206,68 @@ TEST(DdaAccountingTest, RejectsImpossibleSetups) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("gamma")));
 }
 
+// MPI execution: shards the ranks would refuse (more than 1e8 values or
+// 2^31 bytes) are refused before charging, from public shapes only.
+TEST(DpDdaCalibrationTest, MpiShardsBeyondTheRanksLimitsAreRefused) {
+  DpDdaOptions o = Options();
+  o.execution = Execution::kMpi;
+  MpiSettings m;
+  m.mpirun = "mpirun";
+  m.worker = "/nonexistent/dpopt-dda-worker";  // never started here
+  o.mpi = m;
+  o.nodes = 2;
+  auto two = DpDda::Create(o);
+  ASSERT_TRUE(two.ok()) << two.status();
+  // 2e6 rows of 100 coordinates on 2 nodes: about 1e8 values per shard.
+  EXPECT_THAT(
+      (*two)->Calibrate(Info(2000000, Relation::kAddRemove, 100), Target(1))
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("MPI execution")));
+  o.nodes = 20;
+  auto twenty = DpDda::Create(o);
+  ASSERT_TRUE(twenty.ok()) << twenty.status();
+  EXPECT_TRUE(
+      (*twenty)->Calibrate(Info(2000000, Relation::kAddRemove, 100), Target(1))
+          .ok());
+}
+
+// Between two trace points far apart the run still stops within one pass
+// of a stop request (optim::StepReporter::StopRequested, asked before every
+// pass), without a further trace point.
+TEST(DpDdaRunTest, StopsBetweenTracePointsWhenAsked) {
+  const Dataset data = test::MakeBinary(400, 6, 5);
+  DpDdaOptions o = Options(300);
+  o.nodes = 8;
+  o.model.loss = LossKind::kLogistic;
+  o.model.l2 = 0.01;
+  o.trace_every = 300;  // trace points at t = 1 and t = 300 only
+  class StopAfter : public IterationCallback {
+   public:
+    int traces = 0;
+    int asked = 0;
+
+   private:
+    bool OnIteration(const IterationSummary&) override {
+      ++traces;
+      return true;
+    }
+    bool StopRequested() override { return ++asked > 40; }
+  } stop;
+  auto a = DpDda::Create(o);
+  ASSERT_TRUE(a.ok());
+  testing::DpDdaTestPeer::UseSeededNodes(**a, 1);
+  auto c = (*a)->Calibrate(Info(400, Relation::kReplaceOne, 6), Target(2));
+  ASSERT_TRUE(c.ok()) << c.status();
+  noise::testing::SeededRandomForTesting split(1);
+  SolveContext ctx(&split, &stop);
+  auto r = (*a)->Run(data, *c, ctx);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->cancelled);
+  EXPECT_EQ(stop.traces, 1);  // only t = 1
+  EXPECT_EQ(stop.asked, 41);  // passes 1..40 ran, the 41st question stopped
+  EXPECT_EQ(r->steps_done, 1);
+}
+
 // Determinism (single process): the same public seed and secret seeds give
 // bitwise identical traces and models; the split and the model change with
 // the secret seed.

@@ -30,10 +30,16 @@ namespace dpopt::optim::piecewise_affine {
 namespace {
 
 using ::dpopt::noise::testing::SeededRandomForTesting;
+using ::dpopt::testing::StatusIs;
 using testing::Cube;
 using testing::GaussianInstance;
 using testing::Instance;
 using testing::MakeInstance;
+
+// Proposal rounds of the tests that draw many samples: far more than the
+// expected number of proposals of their instances (the tests check that no
+// sample is the fallback), far fewer than the public cap.
+constexpr int64_t kTestRounds = 6000;
 
 double FOpt(const Instance& in) {
   auto lp = SolveMaxAffine(in.a, in.b, in.info.polytope);
@@ -154,19 +160,26 @@ TEST(PiecewiseAffineExponential, OneDimensionMatchesTheExactLaw) {
   Instance in = GaussianInstance(6, 1, 1.0, 31);
   ASSERT_OK_AND_ASSIGN(ExponentialPlan plan, PlanExponential(in.info, 5.0));
   EXPECT_NEAR(plan.beta, 2.5, 2.5 * 1e-5);
+  // Fewer rounds than the public cap keep the test fast; every sample below
+  // is checked to come from an accepted round (not the fallback).
+  plan.rounds = std::min<int64_t>(plan.rounds, kTestRounds);
   const OneDimensionalLaw law(in.a.col(0), in.b, -1, 1, plan.beta);
   const OneDimensionalLaw off(in.a.col(0), in.b, -1, 1, 1.2 * plan.beta);
   SeededRandomForTesting rng(32);
   constexpr int kSamples = 20000;
   std::vector<double> s;
   double proposals = 0;
+  double floor_value = 0;
   for (int i = 0; i < kSamples; ++i) {
-    int64_t p = 0;
+    ExponentialRunStats stats;
     ASSERT_OK_AND_ASSIGN(Eigen::VectorXd x,
-                         RunExponential(in.info, in.data, plan, rng, &p));
+                         RunExponential(in.info, in.data, plan, rng, &stats));
     ASSERT_TRUE(x[0] > -1 && x[0] < 1);
+    ASSERT_GT(stats.first_accepted, 0);
+    ASSERT_EQ(stats.rounds, plan.rounds);
     s.push_back(x[0]);
-    proposals += static_cast<double>(p);
+    proposals += static_cast<double>(stats.first_accepted);
+    floor_value = stats.floor_value;
   }
   std::sort(s.begin(), s.end());
   auto cdf = [&](double x) { return law.Cdf(x); };
@@ -184,9 +197,14 @@ TEST(PiecewiseAffineExponential, OneDimensionMatchesTheExactLaw) {
   EXPECT_LT(KsStatistic(r, cdf), kKsCritical);
   EXPECT_GT(KsStatistic(r, cdf_off), kKsCritical);
 
-  // Proposals are geometric with mean C(0, eps) (Theorem 21's constant),
-  // up to the slack of the sampler's certified lower bound (< 1e-3 C).
-  const double c = law.ProposalConstant(2.0);
+  // The first accepted round is geometric with mean C(0, eps) (Theorem
+  // 21's constant) times exp(beta (f_opt - F_lo)) for the certified lower
+  // bound F_lo the sampler used, which is within the plan's gap of f_opt.
+  const double f_opt = FOpt(in);
+  ASSERT_LE(floor_value, f_opt);
+  EXPECT_LE(plan.beta * (f_opt - floor_value), 0.25 + 6 * plan.rate.ToDouble());
+  const double c =
+      law.ProposalConstant(2.0) * std::exp(plan.beta * (f_opt - floor_value));
   EXPECT_NEAR(proposals / kSamples, c,
               5 * std::sqrt(c * std::max(c - 1, 1e-3) / kSamples) + 1e-3 * c);
 }
@@ -203,6 +221,7 @@ TEST(PiecewiseAffineExponential, MultiDimensionalLawAndTheoremTwentyOne) {
   double previous_se = 0;
   for (double eps : {0.1, 1.0, 10.0}) {
     ASSERT_OK_AND_ASSIGN(ExponentialPlan plan, PlanExponential(in.info, eps));
+    plan.rounds = std::min<int64_t>(plan.rounds, kTestRounds);
     const double beta = plan.beta;
     // Reference by importance sampling from Uniform(P).
     std::mt19937_64 gen(34);
@@ -228,17 +247,19 @@ TEST(PiecewiseAffineExponential, MultiDimensionalLawAndTheoremTwentyOne) {
     const double c = kRef / w_sum;  // C(0, eps)
     SeededRandomForTesting rng(35);
     constexpr int kSamples = 4000;
-    double sf = 0, props = 0;
+    double sf = 0, props = 0, floor_value = 0;
     Eigen::Vector2d sx = Eigen::Vector2d::Zero();
     Eigen::Vector2d sxx = Eigen::Vector2d::Zero();
     for (int i = 0; i < kSamples; ++i) {
-      int64_t p = 0;
+      ExponentialRunStats stats;
       ASSERT_OK_AND_ASSIGN(Eigen::VectorXd x,
-                           RunExponential(in.info, in.data, plan, rng, &p));
+                           RunExponential(in.info, in.data, plan, rng, &stats));
+      ASSERT_GT(stats.first_accepted, 0);
+      floor_value = stats.floor_value;
       sf += Evaluate(in.data, in.b, x);
       sx += x;
       sxx += x.cwiseProduct(x);
-      props += static_cast<double>(p);
+      props += static_cast<double>(stats.first_accepted);
     }
     const double n = kSamples;
     EXPECT_NEAR(sf / n, ef, 5 * sd_f / std::sqrt(n)) << "eps " << eps;
@@ -247,11 +268,16 @@ TEST(PiecewiseAffineExponential, MultiDimensionalLawAndTheoremTwentyOne) {
       EXPECT_NEAR(sx[j] / n, ex[j], 5 / std::sqrt(n)) << "eps " << eps;
       EXPECT_NEAR(sxx[j] / n, exx[j], 5 / std::sqrt(n)) << "eps " << eps;
     }
-    // Proposals are geometric with mean C: sd sqrt(C (C - 1)). The lower
-    // bound the sampler uses is the LP's (tight up to ~1e-9 and 8 grid
-    // units): relative excess below 1e-4 here.
-    EXPECT_NEAR(props / n, c,
-                5 * std::sqrt(c * std::max(c - 1, 1e-3) / n) + 1e-3 * c)
+    // The first accepted round is geometric with mean C exp(beta (f_opt -
+    // F_lo)): sd sqrt(C (C - 1)). F_lo is certified (<= f_opt) and within
+    // the plan's gap (beta G R / sqrt(K) <= 1/4, plus grid rounding).
+    ASSERT_LE(floor_value, f_opt) << "eps " << eps;
+    EXPECT_LE(beta * (f_opt - floor_value), 0.25 + 6 * plan.rate.ToDouble())
+        << "eps " << eps;
+    const double mean = c * std::exp(beta * (f_opt - floor_value));
+    EXPECT_NEAR(
+        props / n, mean,
+        5 * std::sqrt(mean * std::max(mean - 1, 1e-3) / n) + 1e-3 * mean)
         << "eps " << eps;
     EXPECT_LE(sf / n - f_opt, c * 2 / eps) << "eps " << eps;
     // The tighter (1 + ln C) 2 b_max / eps bound (integrate
@@ -290,21 +316,35 @@ TEST(PiecewiseAffineExponential, TinyEpsilonIsUniform) {
   }
 }
 
-// Extreme offsets: the sampler stays total and fast (the certified lower
-// bound is finite for any finite offsets).
-TEST(PiecewiseAffineExponential, ExtremeOffsetsAreTotal) {
+// Extreme offsets: offsets at the edges of the import range (|b_i| =
+// 2^27 b_max) sample correctly (the scores are shifted by max b, never
+// clamped); offsets beyond it, which no import admits, are refused rather
+// than clamped.
+TEST(PiecewiseAffineExponential, ExtremeOffsetsAreInRangeOrRefused) {
   Instance in = GaussianInstance(6, 2, 1.0, 38);
   Eigen::VectorXd b = in.b;
-  b[0] = 1e308;
-  b[1] = -1.7976931348623157e308;
+  b[0] = kMaxOffsetRatio;
+  b[1] = -kMaxOffsetRatio;
   b[2] = 4.9406564584124654e-324;
   Instance ex = MakeInstance(in.a, b, Cube(2, 1.0));
   ASSERT_OK_AND_ASSIGN(ExponentialPlan plan, PlanExponential(ex.info, 1.0));
   SeededRandomForTesting rng(39);
   for (int i = 0; i < 100; ++i) {
+    ExponentialRunStats stats;
     ASSERT_OK_AND_ASSIGN(Eigen::VectorXd x,
-                         RunExponential(ex.info, ex.data, plan, rng));
+                         RunExponential(ex.info, ex.data, plan, rng, &stats));
     EXPECT_TRUE(ex.info.polytope.Contains(x, 0));
+    EXPECT_GT(stats.first_accepted, 0);
+    // Certified: f_opt <= f(0) = max_i b_i.
+    EXPECT_LE(stats.floor_value, kMaxOffsetRatio);
+  }
+  for (double big : {1e308, -1e308, 2 * kMaxOffsetRatio}) {
+    Eigen::VectorXd far = in.b;
+    far[3] = big;
+    Instance out = MakeInstance(in.a, far, Cube(2, 1.0));
+    EXPECT_THAT(RunExponential(out.info, out.data, plan, rng).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         ::testing::HasSubstr("range checked at import")));
   }
 }
 
