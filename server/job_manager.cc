@@ -17,6 +17,7 @@
 #include "core/optim/objective.h"
 #include "core/privacy/privacy_filter.h"
 #include "server/event_log.h"
+#include "server/job_admission.h"
 #include "server/job_listing.h"
 #include "server/proto_util.h"
 #include "server/spec_translation.h"
@@ -27,11 +28,6 @@ namespace {
 
 using storage::JobRecord;
 
-// Largest model (number of parameters) a job may train.
-constexpr int64_t kMaxParameters = int64_t{1} << 26;
-// Limits on what a trace may hold.
-constexpr int64_t kMaxTracePoints = 10000;
-constexpr int64_t kMaxTracedParameters = 100000;
 using storage::JobState;
 
 v1::JobState ToProtoState(JobState s) {
@@ -69,52 +65,6 @@ std::string NewJobId() {
       absl::StrFormat("%016x", r));
 }
 
-v1::Calibration CalibrationToProto(const optim::Calibration& c) {
-  v1::Calibration out;
-  out.set_noise_multiplier(c.noise_multiplier);
-  out.set_noise_stddev(c.noise_stddev);
-  out.set_steps(c.steps);
-  out.set_sampling_rate(c.sampling_rate);
-  out.set_expected_batch_size(c.expected_batch_size);
-  out.set_clip_norm(c.clip_norm);
-  out.set_work_units(c.work_units);
-  for (const auto& n : c.notes) out.add_notes(n);
-  return out;
-}
-
-// Whether a charge with cost blob `next` fits: the privacy filter built from
-// `record` (the dataset's budget, or an analyst's cap: the ledger passes the
-// dataset with its budget replaced by the cap) over `prior_costs`. Cost
-// blobs do not depend on the epsilon budget, so the same blobs price both.
-storage::AdmitFn AdmitNext(std::string next) {
-  return [next = std::move(next)](
-             const storage::DatasetRecord& record,
-             const std::vector<std::string>& prior_costs) -> absl::Status {
-    ASSIGN_OR_RETURN(privacy::BudgetConfig config,
-                     DatasetManager::BudgetConfigOf(record));
-    ASSIGN_OR_RETURN(std::unique_ptr<privacy::PrivacyFilter> filter,
-                     privacy::PrivacyFilter::Create(config));
-    return filter->Admit(prior_costs, next);
-  };
-}
-
-// Max-affine problems and their job types belong together: no other job
-// type is analysed under the l-infinity offset relation.
-absl::Status CheckDatasetKind(const TranslatedJob& job,
-                              const storage::DatasetRecord& dataset) {
-  const DatasetKind kind = dataset.problem_json.empty()
-                               ? DatasetKind::kExamples
-                               : DatasetKind::kMaxAffine;
-  if (job.traits.dataset_kind == kind) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "dataset ", dataset.name,
-      kind == DatasetKind::kMaxAffine ? " is a max-affine problem; "
-                                      : " is not a max-affine problem; ",
-      job.algorithm_name,
-      kind == DatasetKind::kMaxAffine ? " does not run on max-affine problems"
-                                      : " runs only on max-affine problems"));
-}
-
 // Job failure messages must never carry private data: core errors are
 // written without row values, and we keep only code and message.
 std::string PublicFailure(const absl::Status& s) {
@@ -122,22 +72,6 @@ std::string PublicFailure(const absl::Status& s) {
 }
 
 }  // namespace
-
-// Everything a job needs that was decided before it was charged.
-struct JobManager::Prepared {
-  v1::JobSpec spec;
-  // Who submitted it (for the log).
-  std::string principal;
-  TranslatedJob job;
-  storage::DatasetRecord dataset;
-  bool has_eval = false;
-  storage::DatasetRecord eval_dataset;
-  optim::Calibration calibration;
-  v1::PrivacyCost cost;
-  // Filled for private datasets only.
-  std::unique_ptr<privacy::PrivacyFilter> filter;
-  privacy::PricedCharge priced;
-};
 
 absl::Status JobManager::Options::Validate() const {
   if (workers < 1) return absl::InvalidArgumentError("workers must be >= 1");
@@ -167,6 +101,9 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
     RETURN_IF_ERROR(
         optim::distributed_dda::CheckProductionWorker(*options.mpi));
   }
+  ExecutionEnvironment env;
+  if (m->options_.mpi.has_value()) env.mpi = &*m->options_.mpi;
+  m->admission_ = std::make_unique<JobAdmission>(db, env, options.max_job_work);
   ASSIGN_OR_RETURN(m->cache_, DatasetCache::Create(options.dataset_cache));
   jobs::JobRunner::Options ro;
   ro.workers = options.workers;
@@ -203,165 +140,9 @@ absl::Status JobManager::RecoverInterruptedJobs() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<JobManager::Prepared> JobManager::Prepare(
-    const v1::JobSpec& spec) {
-  Prepared p;
-  p.spec = spec;
-  if (spec.dataset().empty()) {
-    return absl::InvalidArgumentError("dataset is required");
-  }
-  ASSIGN_OR_RETURN(p.dataset, db_->datasets().Get(spec.dataset()));
-  ExecutionEnvironment env;
-  if (options_.mpi.has_value()) env.mpi = &*options_.mpi;
-  ASSIGN_OR_RETURN(p.job, TranslateJobSpec(spec, p.dataset.is_public,
-                                           p.dataset.num_classes, env));
-  RETURN_IF_ERROR(CheckDatasetKind(p.job, p.dataset));
-  if (p.job.traits.trains_model &&
-      optim::RequiredLabelKind(p.job.model.loss) != p.dataset.label_kind) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model ", ProtoLossName(p.job.model.loss),
-                     " does not fit the labels of dataset ", p.dataset.name));
-  }
-  // Refuse models too large for the server's memory before any allocation.
-  const int64_t outputs = p.job.model.loss == optim::LossKind::kSoftmax
-                              ? p.job.model.num_classes
-                              : 1;
-  if (p.dataset.dimension > kMaxParameters / std::max<int64_t>(outputs, 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the model would have ", outputs, " x ", p.dataset.dimension,
-        " parameters; at most ", kMaxParameters, " are supported"));
-  }
-  if (spec.trace_iterates() &&
-      outputs * p.dataset.dimension > kMaxTracedParameters) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("trace_iterates is limited to models with at most ",
-                     kMaxTracedParameters, " parameters"));
-  }
-  if (!spec.evaluate_on().empty() && !p.job.traits.trains_model) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        p.job.algorithm_name, " releases ", p.job.traits.output_name,
-        ", not a model of the dataset: evaluate_on is not supported"));
-  }
-  if (!spec.evaluate_on().empty()) {
-    ASSIGN_OR_RETURN(p.eval_dataset, db_->datasets().Get(spec.evaluate_on()));
-    if (!p.eval_dataset.is_public) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("evaluate_on must name a public dataset; ",
-                       spec.evaluate_on(), " is private"));
-    }
-    if (p.eval_dataset.dimension != p.dataset.dimension ||
-        p.eval_dataset.label_kind != p.dataset.label_kind) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "evaluate_on dataset ", spec.evaluate_on(), " has dimension ",
-          p.eval_dataset.dimension, ", training dataset ", p.dataset.name,
-          " has ", p.dataset.dimension, " (or their label types differ)"));
-    }
-    p.has_eval = true;
-  }
-  optim::PrivacyTarget target = p.job.target;
-  // A DP algorithm on a public dataset still runs with its noise, but the
-  // cost is not charged anywhere.
-  absl::StatusOr<optim::Calibration> calibration = p.job.algorithm->Calibrate(
-      DatasetManager::PublicInfoOf(p.dataset), target);
-  if (absl::IsUnimplemented(calibration.status()) &&
-      target.accountant == privacy::AccountantKind::kPld) {
-    return absl::UnimplementedError(absl::StrCat(
-        calibration.status().message(),
-        ". The PLD accountant cannot price this algorithm's mechanisms; use "
-        "\"accountant\": \"ACCOUNTANT_RDP\""));
-  }
-  if (!calibration.ok()) return calibration.status();
-  p.calibration = *std::move(calibration);
-  // Every job's work is bounded from public values before anything is
-  // charged (docs/architecture.md, invariant "public work bounds").
-  if (!(p.calibration.work_units > 0)) {
-    return absl::InternalError(absl::StrCat(
-        p.job.algorithm_name, " did not bound its work; refused (a defect)"));
-  }
-  if (p.calibration.work_units > options_.max_job_work) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: the public bound on this job's work, %.4g row-coordinate "
-        "operations, exceeds this server's limit of %.4g (--max-job-work); "
-        "reduce the steps, the iterations or the problem size",
-        p.job.algorithm_name, p.calibration.work_units, options_.max_job_work));
-  }
-  if (spec.trace_every() == 0) {
-    // Default: about 100 trace points over the planned steps.
-    p.job.trace_every = DefaultTraceEvery(p.calibration.steps);
-  }
-  if (p.calibration.steps / p.job.trace_every > kMaxTracePoints) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "trace_every = ", p.job.trace_every, " would record more than ",
-        kMaxTracePoints, " trace points for ", p.calibration.steps,
-        " steps; choose trace_every >= ",
-        (p.calibration.steps + kMaxTracePoints - 1) / kMaxTracePoints));
-  }
-  p.cost.set_event_json(p.calibration.event.ToJson());
-  if (target.non_private) {
-    p.cost.set_accountant("none");
-    p.cost.set_charged(false);
-    return p;
-  }
-  ASSIGN_OR_RETURN(auto eps,
-                   privacy::ComputeEpsilon(p.calibration.event, target.delta,
-                                           target.accountant));
-  p.cost.set_epsilon(eps.epsilon);
-  p.cost.set_delta(target.delta);
-  p.cost.set_accountant(privacy::AccountantName(target.accountant));
-  if (p.dataset.is_public) {
-    p.cost.set_charged(false);
-    return p;
-  }
-  ASSIGN_OR_RETURN(auto config, DatasetManager::BudgetConfigOf(p.dataset));
-  ASSIGN_OR_RETURN(p.filter, privacy::PrivacyFilter::Create(config));
-  ASSIGN_OR_RETURN(p.priced,
-                   p.filter->Price(p.calibration.event, target.accountant,
-                                   p.calibration.relation));
-  // The ledger's view of the cost: at the dataset's delta.
-  p.cost.set_epsilon(p.priced.epsilon);
-  p.cost.set_delta(p.priced.delta);
-  p.cost.set_accountant(p.priced.accountant);
-  p.cost.set_charged(true);
-  return p;
-}
-
 absl::StatusOr<v1::JobEstimate> JobManager::Estimate(
     const v1::JobSpec& spec, const std::string& principal) {
-  ASSIGN_OR_RETURN(Prepared p, Prepare(spec));
-  v1::JobEstimate est;
-  *est.mutable_calibration() = CalibrationToProto(p.calibration);
-  *est.mutable_cost() = p.cost;
-  if (!p.cost.charged()) {
-    est.set_admissible(true);
-    est.set_message(
-        p.dataset.is_public ? "public dataset: the job is not charged" : "");
-    return est;
-  }
-  ASSIGN_OR_RETURN(storage::LedgerTotals totals,
-                   db_->ledger().Totals(p.dataset.name, principal));
-  ASSIGN_OR_RETURN(
-      *est.mutable_budget_before(),
-      DatasetManager::BudgetOf(totals.dataset, totals.charges, totals.costs));
-  ASSIGN_OR_RETURN(std::optional<storage::GrantRecord> grant,
-                   db_->access().FindGrant(principal, p.dataset.name));
-  absl::Status admit = storage::ApplyAdmissionRule(
-      AdmitNext(p.priced.cost_blob), totals.dataset, totals, grant, principal);
-  if (admit.ok()) {
-    est.set_admissible(true);
-    std::vector<std::string> blobs = totals.costs;
-    blobs.push_back(p.priced.cost_blob);
-    ASSIGN_OR_RETURN(auto after, p.filter->View(blobs));
-    *est.mutable_budget_after() = est.budget_before();
-    est.mutable_budget_after()->set_epsilon_spent(after.epsilon_spent);
-    est.mutable_budget_after()->set_epsilon_remaining(after.epsilon_remaining);
-    est.mutable_budget_after()->set_charges(est.budget_before().charges() + 1);
-  } else if (admit.code() == absl::StatusCode::kResourceExhausted) {
-    est.set_admissible(false);
-    est.set_message(std::string(admit.message()));
-  } else {
-    return admit;
-  }
-  return est;
+  return admission_->Estimate(spec, principal);
 }
 
 absl::StatusOr<v1::Job> JobManager::Submit(
@@ -404,9 +185,9 @@ absl::StatusOr<v1::Job> JobManager::Admit(
         "the server is shutting down and admits no new jobs; nothing was "
         "charged. Retry when it is back");
   }
-  ASSIGN_OR_RETURN(Prepared prepared, Prepare(spec));
+  ASSIGN_OR_RETURN(PreparedJob prepared, admission_->Prepare(spec));
   prepared.principal = principal;
-  auto p = std::make_shared<Prepared>(std::move(prepared));
+  auto p = std::make_shared<PreparedJob>(std::move(prepared));
   // The principal's job slot and a queue slot first: neither limit may
   // cost budget. The slot is released when the job's work is dropped
   // (after it ran, or unrun at shutdown) or on any return before that.
@@ -425,47 +206,10 @@ absl::StatusOr<v1::Job> JobManager::Admit(
   record.cost = p->cost.SerializeAsString();
   record.steps_total = p->calibration.steps;
 
-  if (p->cost.charged()) {
-    storage::ChargeRequest charge;
-    charge.dataset = p->dataset.name;
-    charge.event_json = p->cost.event_json();
-    charge.accountant = p->priced.accountant;
-    charge.cost_blob = p->priced.cost_blob;
-    charge.epsilon = p->priced.epsilon;
-    charge.delta = p->priced.delta;
-    charge.principal = principal;
-    charge.note = absl::StrCat(p->job.algorithm_name, " job");
-    ASSIGN_OR_RETURN(storage::LedgerEntry entry,
-                     db_->ledger().ChargeAndCreateJob(
-                         charge, record, AdmitNext(p->priced.cost_blob)));
-    // The ledger's high-water mark (storage/ledger_mark.h) moves AFTER the
-    // charge commits and BEFORE the job may read a row. A crash between the
-    // two leaves the mark behind a ledger that holds the charge, which the
-    // next start accepts and catches up; the opposite order could leave the
-    // mark ahead of a ledger that never got the charge, and the server would
-    // refuse its own database. Since nothing is released before this point,
-    // every charge behind a released result is covered by the mark, so a
-    // restored backup that lost it is refused.
-    if (storage::LedgerMark* mark = db_->ledger_mark(); mark != nullptr) {
-      absl::Status marked = mark->Advance(entry.seq);
-      if (!marked.ok()) {
-        // Charged (durably) but not run: the job fails, the charge stays.
-        (void)db_->jobs().UpdateState(
-            record.id, JobState::kFailed,
-            "the server could not record the ledger's high-water mark; the "
-            "job did not run and its privacy cost stays charged");
-        LogFields fields;
-        fields.job = record.id;
-        fields.status = absl::StatusCodeToString(marked.code());
-        LogEvent(
-            LogLevel::kError, "job_not_started",
-            absl::StrCat("job ", record.id, " not started: ", marked.message()),
-            fields);
-        return Get(record.id);
-      }
-    }
-  } else {
-    RETURN_IF_ERROR(db_->jobs().Create(record).status());
+  ASSIGN_OR_RETURN(JobAdmission::Outcome outcome,
+                   admission_->ChargeAndCreate(*p, record));
+  if (outcome == JobAdmission::Outcome::kChargedNotStarted) {
+    return Get(record.id);
   }
   // Durable from here on. The worker loads private rows only after this.
   const std::string id = record.id;
@@ -492,7 +236,7 @@ absl::StatusOr<v1::Job> JobManager::Admit(
 class JobManager::TraceRecorder : public optim::IterationCallback {
  public:
   TraceRecorder(JobManager* m, const std::string& job_id,
-                const Prepared& prepared, const optim::Objective* objective,
+                const PreparedJob& prepared, const optim::Objective* objective,
                 const Dataset* eval, const jobs::CancellationToken& token)
       : m_(m),
         job_id_(job_id),
@@ -537,7 +281,7 @@ class JobManager::TraceRecorder : public optim::IterationCallback {
  private:
   JobManager* m_;
   const std::string& job_id_;
-  const Prepared& prepared_;
+  const PreparedJob& prepared_;
   const optim::Objective* objective_;
   const Dataset* eval_;
   const jobs::CancellationToken& token_;
@@ -552,7 +296,7 @@ void JobManager::PublishJob(const std::string& job_id) {
 }
 
 void JobManager::Execute(const std::string& job_id,
-                         std::shared_ptr<Prepared> prepared,
+                         std::shared_ptr<PreparedJob> prepared,
                          const jobs::CancellationToken& token) {
   const std::string& type = prepared->job.algorithm_name;
   if (options_.metrics != nullptr) options_.metrics->JobStarted(type);
@@ -586,7 +330,7 @@ void JobManager::Execute(const std::string& job_id,
   active_.fetch_sub(1);
 }
 
-absl::Status JobManager::RunJob(const std::string& job_id, const Prepared& p,
+absl::Status JobManager::RunJob(const std::string& job_id, const PreparedJob& p,
                                 const jobs::CancellationToken& token) {
   if (token.cancelled()) return absl::CancelledError("cancelled");
   RETURN_IF_ERROR(db_->jobs().UpdateState(job_id, JobState::kRunning));

@@ -23,6 +23,7 @@
 #include "dpopt/v1/dpopt.pb.h"
 #include "server/dataset_cache.h"
 #include "server/dataset_manager.h"
+#include "server/job_admission.h"
 #include "server/job_limits.h"
 #include "server/metrics.h"
 #include "server/principal_limits.h"
@@ -112,19 +113,17 @@ class JobManager {
   void Shutdown();
 
  private:
-  struct Prepared;
   class TraceRecorder;
 
   JobManager(storage::Database* db, DatasetManager* datasets, TraceHub* hub)
       : db_(db), datasets_(datasets), hub_(hub) {}
-  absl::StatusOr<Prepared> Prepare(const v1::JobSpec& spec);
   // Submit without the metrics.
   absl::StatusOr<v1::Job> Admit(
       const v1::JobSpec& spec, const std::string& principal,
       const std::function<void(const std::string&)>& on_id);
-  void Execute(const std::string& job_id, std::shared_ptr<Prepared> prepared,
+  void Execute(const std::string& job_id, std::shared_ptr<PreparedJob> prepared,
                const jobs::CancellationToken& token);
-  absl::Status RunJob(const std::string& job_id, const Prepared& prepared,
+  absl::Status RunJob(const std::string& job_id, const PreparedJob& prepared,
                       const jobs::CancellationToken& token);
   absl::StatusOr<v1::Job> ToProto(const storage::JobRecord& record);
   // The rows of a live dataset, from the cache or the database. NOT_FOUND
@@ -140,6 +139,7 @@ class JobManager {
   storage::Database* db_;
   DatasetManager* datasets_;
   TraceHub* hub_;
+  std::unique_ptr<JobAdmission> admission_;
   std::unique_ptr<DatasetCache> cache_;
   std::unique_ptr<jobs::JobRunner> runner_;
   std::unique_ptr<ConcurrencyLimiter> active_jobs_;

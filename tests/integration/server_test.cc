@@ -352,11 +352,7 @@ TEST_F(SmallDatasetTest, BadImportsAreRejectedAndNothingIsImported) {
 // 50 concurrent submissions against one dataset never overspend: with basic
 // composition, a budget of 3 and jobs of 0.5 exactly 6 are admitted.
 TEST(ServerConcurrencyTest, FiftyConcurrentSubmissionsNeverOverspend) {
-  // The budget is the only limit under test: one principal submits all 50.
-  TestServer s([](server::ServerOptions& o) {
-    o.limits.max_active_jobs = 0;
-    o.limits.max_estimates_per_second = 0;
-  });
+  TestServer s(/*workers=*/2, /*queue_capacity=*/64);
   v1::ImportHeader h = PrivateLibsvm("basic", 3, 1e-5, 5);
   h.set_budget_filter(v1::BUDGET_FILTER_BASIC);
   ASSERT_TRUE(s.Import(h, SmallLibsvm(200, 5)).ok());
@@ -394,11 +390,7 @@ TEST(ServerConcurrencyTest, FiftyConcurrentSubmissionsNeverOverspend) {
 // filter's own view never goes negative and the ledger matches the
 // successful submissions.
 TEST(ServerConcurrencyTest, ConcurrentSubmissionsUnderRdpFilter) {
-  // The budget is the only limit under test: one principal submits all 50.
-  TestServer s([](server::ServerOptions& o) {
-    o.limits.max_active_jobs = 0;
-    o.limits.max_estimates_per_second = 0;
-  });
+  TestServer s(/*workers=*/2, /*queue_capacity=*/64);
   ASSERT_TRUE(
       s.Import(PrivateLibsvm("rdp", 2, 1e-5, 5), SmallLibsvm(200, 5)).ok());
   const v1::JobSpec spec = ParseSpec(R"json({

@@ -148,6 +148,12 @@ absl::Status TestServer::TryStart(bool allow_ledger_rollback) {
   o.listen = "127.0.0.1:0";
   o.workers = workers_;
   o.queue_capacity = queue_capacity_;
+  // The integration tests submit bursts of jobs and estimates as one
+  // principal; the per-principal limits are off unless a test sets them
+  // (tests/security does, with the production defaults among its cases).
+  o.limits.max_active_jobs = 0;
+  o.limits.max_estimates_per_second = 0;
+  o.limits.max_watch_streams = 0;
   if (configure_) configure_(o);
   o.allow_ledger_rollback = allow_ledger_rollback;
   auto s = server::DpoptServer::Start(o);

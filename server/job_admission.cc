@@ -1,0 +1,287 @@
+#include "server/job_admission.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/common/status_macros.h"
+#include "core/optim/objective.h"
+#include "server/event_log.h"
+
+namespace dpopt::server {
+namespace {
+
+using storage::JobState;
+
+// Largest model (number of parameters) a job may train.
+constexpr int64_t kMaxParameters = int64_t{1} << 26;
+// Limits on what a trace may hold.
+constexpr int64_t kMaxTracePoints = 10000;
+constexpr int64_t kMaxTracedParameters = 100000;
+
+}  // namespace
+
+v1::Calibration CalibrationToProto(const optim::Calibration& c) {
+  v1::Calibration out;
+  out.set_noise_multiplier(c.noise_multiplier);
+  out.set_noise_stddev(c.noise_stddev);
+  out.set_steps(c.steps);
+  out.set_sampling_rate(c.sampling_rate);
+  out.set_expected_batch_size(c.expected_batch_size);
+  out.set_clip_norm(c.clip_norm);
+  out.set_work_units(c.work_units);
+  for (const auto& n : c.notes) out.add_notes(n);
+  return out;
+}
+
+namespace {
+
+// Whether a charge with cost blob `next` fits: the privacy filter built from
+// `record` (the dataset's budget, or an analyst's cap: the ledger passes the
+// dataset with its budget replaced by the cap) over `prior_costs`. Cost
+// blobs do not depend on the epsilon budget, so the same blobs price both.
+storage::AdmitFn AdmitNext(std::string next) {
+  return [next = std::move(next)](
+             const storage::DatasetRecord& record,
+             const std::vector<std::string>& prior_costs) -> absl::Status {
+    ASSIGN_OR_RETURN(privacy::BudgetConfig config,
+                     DatasetManager::BudgetConfigOf(record));
+    ASSIGN_OR_RETURN(std::unique_ptr<privacy::PrivacyFilter> filter,
+                     privacy::PrivacyFilter::Create(config));
+    return filter->Admit(prior_costs, next);
+  };
+}
+
+// Max-affine problems and their job types belong together: no other job
+// type is analysed under the l-infinity offset relation.
+absl::Status CheckDatasetKind(const TranslatedJob& job,
+                              const storage::DatasetRecord& dataset) {
+  const DatasetKind kind = dataset.problem_json.empty()
+                               ? DatasetKind::kExamples
+                               : DatasetKind::kMaxAffine;
+  if (job.traits.dataset_kind == kind) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "dataset ", dataset.name,
+      kind == DatasetKind::kMaxAffine ? " is a max-affine problem; "
+                                      : " is not a max-affine problem; ",
+      job.algorithm_name,
+      kind == DatasetKind::kMaxAffine ? " does not run on max-affine problems"
+                                      : " runs only on max-affine problems"));
+}
+
+}  // namespace
+
+JobAdmission::JobAdmission(storage::Database* db, ExecutionEnvironment env,
+                           double max_job_work)
+    : db_(db), env_(env), max_job_work_(max_job_work) {}
+
+absl::StatusOr<PreparedJob> JobAdmission::Prepare(
+    const v1::JobSpec& spec) const {
+  PreparedJob p;
+  p.spec = spec;
+  if (spec.dataset().empty()) {
+    return absl::InvalidArgumentError("dataset is required");
+  }
+  ASSIGN_OR_RETURN(p.dataset, db_->datasets().Get(spec.dataset()));
+  ASSIGN_OR_RETURN(p.job, TranslateJobSpec(spec, p.dataset.is_public,
+                                           p.dataset.num_classes, env_));
+  RETURN_IF_ERROR(CheckDatasetKind(p.job, p.dataset));
+  if (p.job.traits.trains_model &&
+      optim::RequiredLabelKind(p.job.model.loss) != p.dataset.label_kind) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model ", ProtoLossName(p.job.model.loss),
+                     " does not fit the labels of dataset ", p.dataset.name));
+  }
+  // Refuse models too large for the server's memory before any allocation.
+  const int64_t outputs = p.job.model.loss == optim::LossKind::kSoftmax
+                              ? p.job.model.num_classes
+                              : 1;
+  if (p.dataset.dimension > kMaxParameters / std::max<int64_t>(outputs, 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the model would have ", outputs, " x ", p.dataset.dimension,
+        " parameters; at most ", kMaxParameters, " are supported"));
+  }
+  if (spec.trace_iterates() &&
+      outputs * p.dataset.dimension > kMaxTracedParameters) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("trace_iterates is limited to models with at most ",
+                     kMaxTracedParameters, " parameters"));
+  }
+  if (!spec.evaluate_on().empty() && !p.job.traits.trains_model) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        p.job.algorithm_name, " releases ", p.job.traits.output_name,
+        ", not a model of the dataset: evaluate_on is not supported"));
+  }
+  if (!spec.evaluate_on().empty()) {
+    ASSIGN_OR_RETURN(p.eval_dataset, db_->datasets().Get(spec.evaluate_on()));
+    if (!p.eval_dataset.is_public) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("evaluate_on must name a public dataset; ",
+                       spec.evaluate_on(), " is private"));
+    }
+    if (p.eval_dataset.dimension != p.dataset.dimension ||
+        p.eval_dataset.label_kind != p.dataset.label_kind) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "evaluate_on dataset ", spec.evaluate_on(), " has dimension ",
+          p.eval_dataset.dimension, ", training dataset ", p.dataset.name,
+          " has ", p.dataset.dimension, " (or their label types differ)"));
+    }
+    p.has_eval = true;
+  }
+  optim::PrivacyTarget target = p.job.target;
+  // A DP algorithm on a public dataset still runs with its noise, but the
+  // cost is not charged anywhere.
+  absl::StatusOr<optim::Calibration> calibration = p.job.algorithm->Calibrate(
+      DatasetManager::PublicInfoOf(p.dataset), target);
+  if (absl::IsUnimplemented(calibration.status()) &&
+      target.accountant == privacy::AccountantKind::kPld) {
+    return absl::UnimplementedError(absl::StrCat(
+        calibration.status().message(),
+        ". The PLD accountant cannot price this algorithm's mechanisms; use "
+        "\"accountant\": \"ACCOUNTANT_RDP\""));
+  }
+  if (!calibration.ok()) return calibration.status();
+  p.calibration = *std::move(calibration);
+  // Every job's work is bounded from public values before anything is
+  // charged (docs/architecture.md, invariant "public work bounds").
+  if (!(p.calibration.work_units > 0)) {
+    return absl::InternalError(absl::StrCat(
+        p.job.algorithm_name, " did not bound its work; refused (a defect)"));
+  }
+  if (p.calibration.work_units > max_job_work_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: the public bound on this job's work, %.4g row-coordinate "
+        "operations, exceeds this server's limit of %.4g (--max-job-work); "
+        "reduce the steps, the iterations or the problem size",
+        p.job.algorithm_name, p.calibration.work_units, max_job_work_));
+  }
+  if (spec.trace_every() == 0) {
+    // Default: about 100 trace points over the planned steps.
+    p.job.trace_every = DefaultTraceEvery(p.calibration.steps);
+  }
+  if (p.calibration.steps / p.job.trace_every > kMaxTracePoints) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "trace_every = ", p.job.trace_every, " would record more than ",
+        kMaxTracePoints, " trace points for ", p.calibration.steps,
+        " steps; choose trace_every >= ",
+        (p.calibration.steps + kMaxTracePoints - 1) / kMaxTracePoints));
+  }
+  p.cost.set_event_json(p.calibration.event.ToJson());
+  if (target.non_private) {
+    p.cost.set_accountant("none");
+    p.cost.set_charged(false);
+    return p;
+  }
+  ASSIGN_OR_RETURN(auto eps,
+                   privacy::ComputeEpsilon(p.calibration.event, target.delta,
+                                           target.accountant));
+  p.cost.set_epsilon(eps.epsilon);
+  p.cost.set_delta(target.delta);
+  p.cost.set_accountant(privacy::AccountantName(target.accountant));
+  if (p.dataset.is_public) {
+    p.cost.set_charged(false);
+    return p;
+  }
+  ASSIGN_OR_RETURN(auto config, DatasetManager::BudgetConfigOf(p.dataset));
+  ASSIGN_OR_RETURN(p.filter, privacy::PrivacyFilter::Create(config));
+  ASSIGN_OR_RETURN(p.priced,
+                   p.filter->Price(p.calibration.event, target.accountant,
+                                   p.calibration.relation));
+  // The ledger's view of the cost: at the dataset's delta.
+  p.cost.set_epsilon(p.priced.epsilon);
+  p.cost.set_delta(p.priced.delta);
+  p.cost.set_accountant(p.priced.accountant);
+  p.cost.set_charged(true);
+  return p;
+}
+
+absl::StatusOr<v1::JobEstimate> JobAdmission::Estimate(
+    const v1::JobSpec& spec, const std::string& principal) const {
+  ASSIGN_OR_RETURN(PreparedJob p, Prepare(spec));
+  v1::JobEstimate est;
+  *est.mutable_calibration() = CalibrationToProto(p.calibration);
+  *est.mutable_cost() = p.cost;
+  if (!p.cost.charged()) {
+    est.set_admissible(true);
+    est.set_message(
+        p.dataset.is_public ? "public dataset: the job is not charged" : "");
+    return est;
+  }
+  ASSIGN_OR_RETURN(storage::LedgerTotals totals,
+                   db_->ledger().Totals(p.dataset.name, principal));
+  ASSIGN_OR_RETURN(
+      *est.mutable_budget_before(),
+      DatasetManager::BudgetOf(totals.dataset, totals.charges, totals.costs));
+  ASSIGN_OR_RETURN(std::optional<storage::GrantRecord> grant,
+                   db_->access().FindGrant(principal, p.dataset.name));
+  absl::Status admit = storage::ApplyAdmissionRule(
+      AdmitNext(p.priced.cost_blob), totals.dataset, totals, grant, principal);
+  if (admit.ok()) {
+    est.set_admissible(true);
+    std::vector<std::string> blobs = totals.costs;
+    blobs.push_back(p.priced.cost_blob);
+    ASSIGN_OR_RETURN(auto after, p.filter->View(blobs));
+    *est.mutable_budget_after() = est.budget_before();
+    est.mutable_budget_after()->set_epsilon_spent(after.epsilon_spent);
+    est.mutable_budget_after()->set_epsilon_remaining(after.epsilon_remaining);
+    est.mutable_budget_after()->set_charges(est.budget_before().charges() + 1);
+  } else if (admit.code() == absl::StatusCode::kResourceExhausted) {
+    est.set_admissible(false);
+    est.set_message(std::string(admit.message()));
+  } else {
+    return admit;
+  }
+  return est;
+}
+
+absl::StatusOr<JobAdmission::Outcome> JobAdmission::ChargeAndCreate(
+    const PreparedJob& p, const storage::JobRecord& record) const {
+  if (p.cost.charged()) {
+    storage::ChargeRequest charge;
+    charge.dataset = p.dataset.name;
+    charge.event_json = p.cost.event_json();
+    charge.accountant = p.priced.accountant;
+    charge.cost_blob = p.priced.cost_blob;
+    charge.epsilon = p.priced.epsilon;
+    charge.delta = p.priced.delta;
+    charge.principal = p.principal;
+    charge.note = absl::StrCat(p.job.algorithm_name, " job");
+    ASSIGN_OR_RETURN(storage::LedgerEntry entry,
+                     db_->ledger().ChargeAndCreateJob(
+                         charge, record, AdmitNext(p.priced.cost_blob)));
+    // The ledger's high-water mark (storage/ledger_mark.h) moves AFTER the
+    // charge commits and BEFORE the job may read a row. A crash between the
+    // two leaves the mark behind a ledger that holds the charge, which the
+    // next start accepts and catches up; the opposite order could leave the
+    // mark ahead of a ledger that never got the charge, and the server would
+    // refuse its own database. Since nothing is released before this point,
+    // every charge behind a released result is covered by the mark, so a
+    // restored backup that lost it is refused.
+    if (storage::LedgerMark* mark = db_->ledger_mark(); mark != nullptr) {
+      absl::Status marked = mark->Advance(entry.seq);
+      if (!marked.ok()) {
+        // Charged (durably) but not run: the job fails, the charge stays.
+        (void)db_->jobs().UpdateState(
+            record.id, JobState::kFailed,
+            "the server could not record the ledger's high-water mark; the "
+            "job did not run and its privacy cost stays charged");
+        LogFields fields;
+        fields.job = record.id;
+        fields.status = absl::StatusCodeToString(marked.code());
+        LogEvent(
+            LogLevel::kError, "job_not_started",
+            absl::StrCat("job ", record.id, " not started: ", marked.message()),
+            fields);
+        return Outcome::kChargedNotStarted;
+      }
+    }
+  } else {
+    RETURN_IF_ERROR(db_->jobs().Create(record).status());
+  }
+  return Outcome::kQueued;
+}
+
+}  // namespace dpopt::server

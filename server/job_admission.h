@@ -1,0 +1,75 @@
+// Admission of a job: validate a spec, calibrate and price it from public
+// metadata only, estimate it against the ledger, and charge it in the same
+// ledger transaction that creates the job (docs/architecture.md, invariant
+// "charge before data"). Nothing here reads a private row; JobManager runs
+// what this admitted.
+#ifndef DPOPT_SERVER_JOB_ADMISSION_H_
+#define DPOPT_SERVER_JOB_ADMISSION_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/optim/algorithm.h"
+#include "core/privacy/privacy_filter.h"
+#include "dpopt/v1/dpopt.pb.h"
+#include "server/dataset_manager.h"
+#include "server/spec_translation.h"
+#include "storage/database.h"
+
+namespace dpopt::server {
+
+// Everything a job needs that was decided before it was charged.
+struct PreparedJob {
+  v1::JobSpec spec;
+  // Who submitted it (for the log).
+  std::string principal;
+  TranslatedJob job;
+  storage::DatasetRecord dataset;
+  bool has_eval = false;
+  storage::DatasetRecord eval_dataset;
+  optim::Calibration calibration;
+  v1::PrivacyCost cost;
+  // Filled for private datasets only.
+  std::unique_ptr<privacy::PrivacyFilter> filter;
+  privacy::PricedCharge priced;
+};
+
+v1::Calibration CalibrationToProto(const optim::Calibration& c);
+
+class JobAdmission {
+ public:
+  // REQUIRES: db outlives the admission; env's pointers outlive it too.
+  JobAdmission(storage::Database* db, ExecutionEnvironment env,
+               double max_job_work);
+
+  // Translates, checks and calibrates `spec` against the dataset's public
+  // metadata and prices it under the dataset's filter. Charges nothing.
+  absl::StatusOr<PreparedJob> Prepare(const v1::JobSpec& spec) const;
+  // Prepare, then the admission rule on the current ledger (with the
+  // principal's cap); charges nothing.
+  absl::StatusOr<v1::JobEstimate> Estimate(const v1::JobSpec& spec,
+                                           const std::string& principal) const;
+
+  enum class Outcome {
+    kQueued,  // created (and charged, if priced): the job may run
+    // Charged durably but the ledger's high-water mark could not move: the
+    // job was marked FAILED and must not run.
+    kChargedNotStarted,
+  };
+  // Creates `record` (state QUEUED) and, for a charged job, appends its
+  // charge in the same transaction after the admission rule, then advances
+  // the ledger's high-water mark. RESOURCE_EXHAUSTED over the budget or cap
+  // (nothing written).
+  absl::StatusOr<Outcome> ChargeAndCreate(
+      const PreparedJob& prepared, const storage::JobRecord& record) const;
+
+ private:
+  storage::Database* db_;
+  ExecutionEnvironment env_;
+  double max_job_work_;
+};
+
+}  // namespace dpopt::server
+
+#endif  // DPOPT_SERVER_JOB_ADMISSION_H_
