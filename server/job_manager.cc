@@ -13,7 +13,6 @@
 #include "absl/time/time.h"
 #include "core/common/status_macros.h"
 #include "core/noise/random.h"
-#include "core/optim/distributed_dda/mpi_launcher.h"
 #include "core/optim/objective.h"
 #include "core/privacy/privacy_filter.h"
 #include "server/event_log.h"
@@ -95,14 +94,10 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
   RETURN_IF_ERROR(options.Validate());
   std::unique_ptr<JobManager> m(new JobManager(db, datasets, hub));
   m->options_ = options;
-  // Start-up check: only the production worker (secure generators) may run
-  // dp_dda's ranks.
-  if (options.mpi.has_value()) {
-    RETURN_IF_ERROR(
-        optim::distributed_dda::CheckProductionWorker(*options.mpi));
-  }
   ExecutionEnvironment env;
   if (m->options_.mpi.has_value()) env.mpi = &*m->options_.mpi;
+  // The families' start-up checks (e.g. only the production MPI worker).
+  RETURN_IF_ERROR(CheckExecutionEnvironment(env));
   m->admission_ = std::make_unique<JobAdmission>(db, env, options.max_job_work);
   ASSIGN_OR_RETURN(m->cache_, DatasetCache::Create(options.dataset_cache));
   jobs::JobRunner::Options ro;

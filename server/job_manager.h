@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/jobs/job_runner.h"
-#include "core/optim/distributed_dda/mpi_settings.h"
+#include "core/optim/mpi_settings.h"
 #include "dpopt/v1/dpopt.pb.h"
 #include "server/dataset_cache.h"
 #include "server/dataset_manager.h"
@@ -40,7 +40,7 @@ class JobManager {
     // The Open MPI launcher for job types that can run on MPI ranks; unset =
     // MPI jobs are refused with FAILED_PRECONDITION before anything is
     // charged.
-    std::optional<optim::distributed_dda::MpiSettings> mpi;
+    std::optional<optim::MpiSettings> mpi;
     // Decoded datasets kept between jobs (server/dataset_cache.h).
     DatasetCache::Options dataset_cache;
     // Job metrics (server/metrics.h); null = none. Not owned; must outlive

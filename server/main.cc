@@ -408,7 +408,7 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_max_estimates_per_second);
   o.limits.max_watch_streams = absl::GetFlag(FLAGS_max_watches_per_principal);
   if (!absl::GetFlag(FLAGS_mpirun).empty()) {
-    dpopt::optim::distributed_dda::MpiSettings m;
+    dpopt::optim::MpiSettings m;
     m.mpirun = absl::GetFlag(FLAGS_mpirun);
     m.worker = absl::GetFlag(FLAGS_dda_worker);
     if (m.worker.empty()) {

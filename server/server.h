@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/optim/distributed_dda/mpi_settings.h"
+#include "core/optim/mpi_settings.h"
 #include "grpcpp/grpcpp.h"
 #include "server/job_limits.h"
 #include "server/metrics.h"
@@ -85,7 +85,7 @@ struct ServerOptions {
   MetricsOptions metrics;
   // The Open MPI launcher (--mpirun and friends); unset = MPI jobs are
   // refused before charging.
-  std::optional<optim::distributed_dda::MpiSettings> mpi;
+  std::optional<optim::MpiSettings> mpi;
   // The ledger's high-water mark (storage/ledger_mark.h). Empty: db_path +
   // ".ledger-mark". The server refuses a database whose ledger is behind it.
   std::string ledger_mark_file;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "core/optim/distributed_dda/mpi_launcher.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
@@ -21,7 +22,7 @@ absl::StatusOr<s4::DpDdaOptions> TranslateDpDda(const v1::DpDda& m,
                                                 const optim::ModelConfig& model,
                                                 int64_t trace_every,
                                                 bool dataset_is_public,
-                                                const s4::MpiSettings* mpi,
+                                                const optim::MpiSettings* mpi,
                                                 const std::string& field) {
   RETURN_IF_ERROR(CheckFinite(
       field,
@@ -186,13 +187,21 @@ absl::StatusOr<std::unique_ptr<optim::Algorithm>> TranslateDistributedDda(
   return s4::NewDpDda(o);
 }
 
+// Only the production worker (secure generators) may run dp_dda's ranks.
+absl::Status CheckDistributedDdaEnvironment(const ExecutionEnvironment& env) {
+  if (env.mpi == nullptr) return absl::OkStatus();
+  return s4::CheckProductionWorker(*env.mpi);
+}
+
 }  // namespace
 
 const JobFamily& DistributedDdaFamily() {
-  static const JobFamily* family = new JobFamily{"distributed_dda",
-                                                 {v1::AlgorithmSpec::kDpDda},
-                                                 &DistributedDdaTraits,
-                                                 &TranslateDistributedDda};
+  static const JobFamily* family =
+      new JobFamily{"distributed_dda",
+                    {v1::AlgorithmSpec::kDpDda},
+                    &DistributedDdaTraits,
+                    &TranslateDistributedDda,
+                    &CheckDistributedDdaEnvironment};
   return *family;
 }
 

@@ -18,8 +18,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/optim/algorithm.h"
-#include "core/optim/distributed_dda/mpi_settings.h"
 #include "core/optim/model.h"
+#include "core/optim/mpi_settings.h"
 #include "dpopt/v1/job_spec.pb.h"
 
 namespace dpopt::server {
@@ -49,7 +49,7 @@ struct JobTypeTraits {
 // What this server can run beyond the in-process engine (from its flags).
 struct ExecutionEnvironment {
   // The Open MPI launcher (--mpirun and friends); null = not configured.
-  const optim::distributed_dda::MpiSettings* mpi = nullptr;
+  const optim::MpiSettings* mpi = nullptr;
 };
 
 // Everything a family's translation may read.
@@ -80,6 +80,10 @@ struct JobFamily {
   // FAILED_PRECONDITION for what this dataset or server cannot run.
   absl::StatusOr<std::unique_ptr<optim::Algorithm>> (*translate)(
       const TranslationInput& in) = nullptr;
+  // Optional start-up check of what the server was given for this family
+  // (e.g. that the MPI worker is the production one); an error stops the
+  // server from starting.
+  absl::Status (*check_environment)(const ExecutionEnvironment& env) = nullptr;
 };
 
 // Shared checks for the families' translations. Every error is

@@ -28,6 +28,15 @@ const JobFamily* FindJobFamily(AlgorithmCase c) {
   return nullptr;
 }
 
+absl::Status CheckExecutionEnvironment(const ExecutionEnvironment& env) {
+  for (const JobFamily* f : JobFamilies()) {
+    if (f->check_environment == nullptr) continue;
+    absl::Status s = f->check_environment(env);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 std::string JobTypeName(AlgorithmCase c) {
   const google::protobuf::FieldDescriptor* field =
       v1::AlgorithmSpec::descriptor()->FindFieldByNumber(static_cast<int>(c));

@@ -15,6 +15,9 @@ const std::vector<const JobFamily*>& JobFamilies();
 // The family that owns `c`; null if none does.
 const JobFamily* FindJobFamily(AlgorithmCase c);
 
+// Every family's start-up check of `env` (the first error).
+absl::Status CheckExecutionEnvironment(const ExecutionEnvironment& env);
+
 // The job type's name: the AlgorithmSpec oneof field's name ("dp_sgd", ...);
 // empty for ALGORITHM_NOT_SET.
 std::string JobTypeName(AlgorithmCase c);

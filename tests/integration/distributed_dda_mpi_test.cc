@@ -25,7 +25,7 @@ std::function<void(server::ServerOptions&)> WithMpi(
     const std::string& worker, std::vector<std::string> worker_args,
     absl::Duration timeout = absl::Seconds(600)) {
   return [=](server::ServerOptions& o) {
-    optim::distributed_dda::MpiSettings m;
+    optim::MpiSettings m;
     m.mpirun = "mpirun";
     m.worker = worker;
     m.mpirun_args = {"--oversubscribe"};
@@ -47,7 +47,7 @@ std::function<void(server::ServerOptions&)> WithMpi(
 TEST(DistributedDdaMpiServerTest, RefusesTheTestingWorkerAtStartUp) {
   std::string worker = DPOPT_DDA_WORKER;
   TestServer s([&worker](server::ServerOptions& o) {
-    optim::distributed_dda::MpiSettings m;
+    optim::MpiSettings m;
     m.mpirun = "mpirun";
     m.worker = worker;
     o.mpi = m;

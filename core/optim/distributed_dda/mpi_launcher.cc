@@ -77,19 +77,6 @@ ssize_t WriteNoSigpipe(int fd, const char* data, size_t n) {
 
 }  // namespace
 
-absl::Status MpiSettings::Validate() const {
-  if (mpirun.empty()) return absl::InvalidArgumentError("mpirun is required");
-  if (worker.empty()) {
-    return absl::InvalidArgumentError("the dp_dda worker path is required");
-  }
-  if (timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("the MPI timeout must be > 0");
-  }
-  if (max_ranks < 1)
-    return absl::InvalidArgumentError("max_ranks must be >= 1");
-  return absl::OkStatus();
-}
-
 absl::Status CheckProductionWorker(const MpiSettings& settings) {
   RETURN_IF_ERROR(settings.Validate());
   if (settings.allows_testing_worker()) return absl::OkStatus();

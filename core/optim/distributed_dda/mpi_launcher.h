@@ -23,7 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/optim/distributed_dda/engine.h"
-#include "core/optim/distributed_dda/mpi_settings.h"
+#include "core/optim/mpi_settings.h"
 
 namespace dpopt::optim::distributed_dda {
 

@@ -6,13 +6,13 @@
 
 #include "core/noise/random.h"
 #include "core/optim/distributed_dda/mpi/worker.h"
-#include "core/optim/distributed_dda/mpi_settings.h"
+#include "core/optim/mpi_settings.h"
 
 int main(int argc, char** argv) {
   // The server's start-up check (mpi_launcher.h, CheckProductionWorker).
   if (argc == 2 && std::strcmp(argv[1], "--identify") == 0) {
     std::printf("%s\n",
-                dpopt::optim::distributed_dda::kProductionWorkerIdentity);
+                dpopt::optim::kProductionWorkerIdentity);
     return 0;
   }
   dpopt::optim::distributed_dda::WorkerHooks hooks;

@@ -13,7 +13,7 @@
 
 #include "core/noise/random.h"
 #include "core/optim/distributed_dda/dp_dda.h"
-#include "core/optim/distributed_dda/mpi_settings.h"
+#include "core/optim/mpi_settings.h"
 
 namespace dpopt::optim::distributed_dda::testing {
 

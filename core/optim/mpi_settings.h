@@ -1,8 +1,9 @@
-// The server's MPI configuration for dp_dda (distributed-DDA family): what
-// mpirun to start and how (mpi_launcher.h). Kept free of Eigen so that server
-// headers can carry it.
-#ifndef DPOPT_CORE_OPTIM_DISTRIBUTED_DDA_MPI_SETTINGS_H_
-#define DPOPT_CORE_OPTIM_DISTRIBUTED_DDA_MPI_SETTINGS_H_
+// The server's Open MPI configuration: what mpirun to start and how, for the
+// job types that run on MPI ranks (today dp_dda: its launcher is
+// core/optim/distributed_dda/mpi_launcher.h).
+// Kept free of Eigen and of any family so that server headers can carry it.
+#ifndef DPOPT_CORE_OPTIM_MPI_SETTINGS_H_
+#define DPOPT_CORE_OPTIM_MPI_SETTINGS_H_
 
 #include <string>
 #include <vector>
@@ -10,11 +11,11 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
-namespace dpopt::optim::distributed_dda {
+namespace dpopt::optim {
 
-namespace testing {
+namespace distributed_dda::testing {
 class MpiSettingsTestPeer;  // core/optim/distributed_dda/testing, tests only
-}  // namespace testing
+}  // namespace distributed_dda::testing
 
 // What the production worker prints for --identify (and nothing else does):
 // the server refuses at start-up any worker that does not (see
@@ -50,10 +51,10 @@ struct MpiSettings {
   bool allows_testing_worker() const { return allow_testing_worker_; }
 
  private:
-  friend class testing::MpiSettingsTestPeer;
+  friend class distributed_dda::testing::MpiSettingsTestPeer;
   bool allow_testing_worker_ = false;
 };
 
-}  // namespace dpopt::optim::distributed_dda
+}  // namespace dpopt::optim
 
-#endif  // DPOPT_CORE_OPTIM_DISTRIBUTED_DDA_MPI_SETTINGS_H_
+#endif  // DPOPT_CORE_OPTIM_MPI_SETTINGS_H_
