@@ -62,7 +62,7 @@ trap cleanup EXIT
 export PYTHONPATH="$tmp/py/site${PYTHONPATH:+:$PYTHONPATH}"
 
 port="$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-"$server_bin" --db="$tmp/dpopt.db" --listen="127.0.0.1:$port" --workers=2 \
+"$server_bin" --db="$tmp/dpopt.db" --listen="127.0.0.1:$port" --max-jobs-per-principal=0 --max-estimates-per-second=0 --workers=2 \
   --queue=256 >"$tmp/server.log" 2>&1 &
 server_pid=$!
 # The first start writes the curator's bearer token beside the database

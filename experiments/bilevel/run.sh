@@ -39,7 +39,7 @@ trap cleanup EXIT
 "$repo/clients/python/build_wheel.sh" "$tmp/py" >/dev/null
 export PYTHONPATH="$tmp/py/site${PYTHONPATH:+:$PYTHONPATH}"
 port="$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-"$server_bin" --db="$tmp/dpopt.db" --listen="127.0.0.1:$port" --workers=2 --queue=64 \
+"$server_bin" --db="$tmp/dpopt.db" --listen="127.0.0.1:$port" --max-jobs-per-principal=0 --max-estimates-per-second=0 --workers=2 --queue=64 \
   >"$tmp/server.log" 2>&1 &
 server_pid=$!
 "$py" - "$port" <<'PY'

@@ -51,7 +51,9 @@ class Server:
         self.stderr = open(os.path.join(workdir, "server.log"), "w+")
         self.proc = subprocess.Popen(
             [os.path.join(build, "server", "dpopt-server"), f"--db={self.db}",
-             "--listen=127.0.0.1:0", *extra],
+             "--listen=127.0.0.1:0",
+             # One principal drives every measurement: no per-principal limits.
+             "--max-jobs-per-principal=0", "--max-estimates-per-second=0", *extra],
             stdout=subprocess.DEVNULL, stderr=self.stderr)
         deadline = time.time() + 60
         self.port = None
