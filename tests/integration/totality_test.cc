@@ -195,7 +195,7 @@ class TotalityTest : public ::testing::Test {
     // minibatches (up to 1000 expected rows).
     for (const auto& [suffix, dim, ordinary] :
          {std::tuple<std::string, int, int>{"", kDim, 40},
-          {"-small", kSmallDim, 2000}}) {
+          {"-small", kSmallDim, 1000}}) {
       ASSERT_TRUE(server_
                       ->Import(Header("bin" + suffix, v1::LABEL_TYPE_BINARY,
                                       false, dim),
@@ -228,7 +228,7 @@ class TotalityTest : public ::testing::Test {
     ASSERT_TRUE(server_
                     ->Import(Header("bin-small-public", v1::LABEL_TYPE_BINARY,
                                     true, kSmallDim),
-                             ExtremeLibsvm(pm, kSmallDim, 2000))
+                             ExtremeLibsvm(pm, kSmallDim, 1000))
                     .ok());
     ASSERT_TRUE(
         server_
