@@ -8,12 +8,12 @@
 # and node_modules when this is not a git checkout) except binary files, the
 # fuzz corpus (tests/fuzz/corpus: arbitrary inputs), the datasets under data/
 # (data/<name>/...) and this script. Refused:
-#   * paths into a sibling folder that is not part of the repository
-#     ("../shared", "shared/"), the internal design notes ("design.md"),
-#     section numbers of the implementation notes ("spec §3.4", "§5"), and
-#     tracker numbers ("issue 14", "issues 10 and 12"): cite the paper by
-#     authors, year and equation, docs/architecture.md for the invariants,
-#     docs/algorithms/<family>.md for a family, or say it in words;
+#   * paths into the sibling reading-material folder outside the repository,
+#     the internal design notes, section numbers of the implementation
+#     notes and internal tracker numbers (the exact patterns are in
+#     $references below): cite the paper by authors, year and equation,
+#     docs/architecture.md for the invariants, docs/algorithms/<family>.md
+#     for a family, or say it in words;
 #   * "seed000".."seed004" (also "seed-001", "seed 2", "seed00{0,2}"): the
 #     families are bilevel, piecewise_affine, accelerated, line_search and
 #     distributed_dda; "seed" means a random seed only.
@@ -61,7 +61,7 @@ status=0
 hits="$(search -E "$references")"
 if [[ -n "$hits" ]]; then
   echo "check-references: references to files or trackers a clone does not have" \
-       "(../shared, design.md, spec sections, issue numbers):"
+       "(the sibling reading-material folder, the internal design notes, spec sections, tracker numbers):"
   echo "$hits"
   status=1
 fi
