@@ -255,8 +255,7 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
     std::vector<std::string> methods;
     for (const char* service :
          {"dpopt.v1.DatasetService", "dpopt.v1.BudgetService",
-          "dpopt.v1.JobService", "dpopt.v1.AdminService",
-          "grpc.health.v1.Health"}) {
+          "dpopt.v1.JobService", "dpopt.v1.AdminService"}) {
       const google::protobuf::ServiceDescriptor* d =
           google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
               service);
@@ -265,6 +264,8 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
             absl::StrCat("/", service, "/", d->method(i)->name()));
       }
     }
+    // The health service is gRPC's built-in one (its descriptor is not in
+    // this binary's pool).
     methods.push_back("/grpc.health.v1.Health/Check");
     methods.push_back("/grpc.health.v1.Health/Watch");
     std::vector<
