@@ -287,13 +287,6 @@ TEST_F(TotalityTest, EveryJobTypeSucceedsWithAFiniteModelOnExtremeRows) {
   }
 }
 
-std::string ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
-
 // The job types, from the descriptor (not a hand-written list).
 std::vector<const google::protobuf::FieldDescriptor*> JobTypeFields() {
   const google::protobuf::OneofDescriptor* oneof =
@@ -307,7 +300,7 @@ std::vector<const google::protobuf::FieldDescriptor*> JobTypeFields() {
 // example that parses as that job type, a docs/job_types.md entry naming
 // its family, and the family's docs/algorithms page.
 TEST(JobTypeUnitTest, EveryJobTypeHasTranslationExampleAndDocs) {
-  const std::string reference = ReadFile(DataPath("docs/job_types.md"));
+  const std::string reference = ReadFileOrDie(DataPath("docs/job_types.md"));
   ASSERT_FALSE(reference.empty()) << "docs/job_types.md is missing";
   const std::vector<const google::protobuf::FieldDescriptor*> fields =
       JobTypeFields();
@@ -322,8 +315,8 @@ TEST(JobTypeUnitTest, EveryJobTypeHasTranslationExampleAndDocs) {
         DataPath("examples/" + f->name() + ".json");
     ASSERT_TRUE(std::filesystem::exists(example)) << example;
     v1::JobSpec spec;
-    const auto parsed =
-        google::protobuf::util::JsonStringToMessage(ReadFile(example), &spec);
+    const auto parsed = google::protobuf::util::JsonStringToMessage(
+        ReadFileOrDie(example.string()), &spec);
     ASSERT_TRUE(parsed.ok()) << example << ": " << parsed.message();
     EXPECT_EQ(spec.algorithm().algorithm_case(), c)
         << example << " is not an example of " << f->name();
@@ -356,8 +349,8 @@ TEST_F(TotalityTest, EveryExampleSpecSucceedsWithAFiniteModelOnExtremeRows) {
     const std::filesystem::path path =
         DataPath("examples/" + f->name() + ".json");
     v1::JobSpec spec;
-    const auto parsed =
-        google::protobuf::util::JsonStringToMessage(ReadFile(path), &spec);
+    const auto parsed = google::protobuf::util::JsonStringToMessage(
+        ReadFileOrDie(path.string()), &spec);
     ASSERT_TRUE(parsed.ok()) << path << ": " << parsed.message();
     const server::JobFamily* family =
         server::FindJobFamily(spec.algorithm().algorithm_case());
