@@ -53,6 +53,27 @@ int WhoAmI(const ParsedArgs& a, const Globals& g) {
   return 0;
 }
 
+// --ttl (seconds, > 0) or --no-expiry, or neither (the server's default
+// lifetime); 0 is how the request says "default", so --ttl=0 would not
+// mean "never" as it once did: it is refused with a pointer to --no-expiry.
+absl::StatusOr<int64_t> TokenLifetime(const ParsedArgs& a) {
+  if (!a.Has("ttl")) return 0;
+  auto ttl = a.GetInt("ttl", 0);
+  if (!ttl.ok() || *ttl < 0) {
+    return absl::InvalidArgumentError("--ttl must be a number of seconds > 0");
+  }
+  if (*ttl == 0) {
+    return absl::InvalidArgumentError(
+        "--ttl=0 no longer means \"never expires\": leave --ttl out for the "
+        "server's default lifetime, or pass --no-expiry (curator tokens, or "
+        "servers without a maximum lifetime)");
+  }
+  if (a.GetBool("no-expiry")) {
+    return absl::InvalidArgumentError("give --ttl or --no-expiry, not both");
+  }
+  return *ttl;
+}
+
 int PrincipalCreate(const ParsedArgs& a, const Globals& g) {
   if (a.positional().size() != 1) {
     return UsageError("usage: dpopt principal create NAME [--role=analyst]");
@@ -61,14 +82,15 @@ int PrincipalCreate(const ParsedArgs& a, const Globals& g) {
   if (role != "analyst" && role != "curator") {
     return UsageError("--role must be analyst or curator");
   }
-  auto ttl = a.GetInt("ttl", 0);
-  if (!ttl.ok() || *ttl < 0) return UsageError("--ttl must be >= 0 seconds");
+  auto ttl = TokenLifetime(a);
+  if (!ttl.ok()) return UsageError(std::string(ttl.status().message()));
   Client c(g);
   auto ctx = c.Context();
   pb::CreatePrincipalRequest req;
   req.set_name(a.positional()[0]);
   req.set_role(role == "curator" ? pb::ROLE_CURATOR : pb::ROLE_ANALYST);
   req.set_token_ttl_seconds(*ttl);
+  req.set_token_no_expiry(a.GetBool("no-expiry"));
   pb::CreatedToken out;
   grpc::Status s = c.admin().CreatePrincipal(ctx.get(), req, &out);
   if (!s.ok()) return ReportRpcError(s, g);
@@ -120,13 +142,14 @@ int TokenCreate(const ParsedArgs& a, const Globals& g) {
   if (a.positional().size() != 1) {
     return UsageError("usage: dpopt token create PRINCIPAL [--ttl=SECONDS]");
   }
-  auto ttl = a.GetInt("ttl", 0);
-  if (!ttl.ok() || *ttl < 0) return UsageError("--ttl must be >= 0 seconds");
+  auto ttl = TokenLifetime(a);
+  if (!ttl.ok()) return UsageError(std::string(ttl.status().message()));
   Client c(g);
   auto ctx = c.Context();
   pb::CreateTokenRequest req;
   req.set_principal(a.positional()[0]);
   req.set_ttl_seconds(*ttl);
+  req.set_no_expiry(a.GetBool("no-expiry"));
   req.set_label(a.Get("label"));
   pb::CreatedToken out;
   grpc::Status s = c.admin().CreateToken(ctx.get(), req, &out);
@@ -315,14 +338,22 @@ int Audit(const ParsedArgs& a, const Globals& g) {
 
 std::vector<Command> AdminCommands() {
   const FlagSpec ttl{"ttl", false,
-                     "token lifetime in seconds (default 0: never expires)",
+                     "token lifetime in seconds (default: the server's, "
+                     "dpopt-server --max-token-ttl-days, 90 days unless "
+                     "changed)",
                      "SECONDS"};
+  const FlagSpec no_expiry{"no-expiry", true,
+                           "the token never expires (curator tokens; analyst "
+                           "tokens only on a server without a maximum "
+                           "lifetime)"};
   return {
       {"whoami", "", "the principal and role of your token", {}, WhoAmI},
       {"principal create",
        "NAME",
        "create a principal and its first token, shown once (curator)",
-       {{"role", false, "analyst (default) or curator", "ROLE"}, ttl},
+       {{"role", false, "analyst (default) or curator", "ROLE"},
+        ttl,
+        no_expiry},
        PrincipalCreate},
       {"principal list", "", "list principals (curator)", {}, PrincipalList},
       {"principal revoke",
@@ -334,7 +365,9 @@ std::vector<Command> AdminCommands() {
       {"token create",
        "PRINCIPAL",
        "issue another token for a principal, shown once (curator)",
-       {ttl, {"label", false, "a note to recognise the token by", "TEXT"}},
+       {ttl,
+        no_expiry,
+        {"label", false, "a note to recognise the token by", "TEXT"}},
        TokenCreate},
       {"token revoke",
        "TOKEN_ID",

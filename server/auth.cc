@@ -11,18 +11,22 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "core/common/status_macros.h"
 #include "core/noise/random.h"
 #include "openssl/crypto.h"
 #include "openssl/sha.h"
+#include "storage/file_util.h"
 
 namespace dpopt::server {
 namespace {
 
 constexpr absl::string_view kBearer = "Bearer ";
+constexpr char kBootstrapCurator[] = "curator";
 constexpr size_t kIdHex = 16;
 constexpr size_t kSecretHex = 64;
+constexpr int64_t kMaxTtlSeconds = int64_t{36500} * 86400;  // 100 years
 
 absl::Status Unauthenticated() {
   return absl::UnauthenticatedError(
@@ -89,10 +93,53 @@ absl::StatusOr<Caller> Authenticator::Authenticate(
   return Caller{principal.name, principal.role, tok.id};
 }
 
+absl::Status TokenLifetimeOptions::Validate() const {
+  if (max_ttl_seconds < 0 || max_ttl_seconds > kMaxTtlSeconds) {
+    return absl::InvalidArgumentError(
+        "--max-token-ttl-days must be in [0, 36500] (0 = no maximum)");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Authenticator::Lifetime(storage::Role role,
+                                                int64_t requested_ttl_seconds,
+                                                bool no_expiry) const {
+  const int64_t max = lifetime_.max_ttl_seconds;
+  const std::string limit =
+      max == 0 ? std::string()
+               : absl::StrCat(max / 86400.0, " days (dpopt-server ",
+                              "--max-token-ttl-days)");
+  if (requested_ttl_seconds < 0 || requested_ttl_seconds > kMaxTtlSeconds) {
+    return absl::InvalidArgumentError(
+        "token lifetime must be in [0, 100 years] seconds (0 = the server's "
+        "default)");
+  }
+  if (no_expiry) {
+    if (requested_ttl_seconds != 0) {
+      return absl::InvalidArgumentError(
+          "a token either expires after its lifetime or never (no expiry): "
+          "give one of the two");
+    }
+    if (role != storage::Role::kCurator && max != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "analyst tokens on this server expire after at most ", limit,
+          "; only curator tokens may be created without expiry"));
+    }
+    return 0;
+  }
+  if (requested_ttl_seconds == 0) return max;
+  if (max != 0 && requested_ttl_seconds > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token lifetime of ", requested_ttl_seconds,
+                     " s is longer than this server's maximum of ", limit));
+  }
+  return requested_ttl_seconds;
+}
+
 absl::StatusOr<IssuedToken> Authenticator::Issue(
     const std::string& principal, int64_t ttl_seconds,
     const std::string& label) const {
-  if (ttl_seconds < 0 || ttl_seconds > int64_t{100} * 365 * 86400) {
+  if (ttl_seconds < 0 || ttl_seconds > kMaxTtlSeconds) {
     return absl::InvalidArgumentError(
         "token lifetime must be 0 (never expires) or up to 100 years");
   }
@@ -141,9 +188,9 @@ absl::StatusOr<bool> Authenticator::Bootstrap(
     return s;
   };
   auto created =
-      db_->access().CreatePrincipal("curator", storage::Role::kCurator);
+      db_->access().CreatePrincipal(kBootstrapCurator, storage::Role::kCurator);
   if (!created.ok()) return fail(created.status());
-  auto issued = Issue("curator", 0, "bootstrap");
+  auto issued = Issue(kBootstrapCurator, 0, "bootstrap");
   if (!issued.ok()) return fail(issued.status());
   const std::string line = issued->token + "\n";
   if (::write(fd, line.data(), line.size()) !=
@@ -176,6 +223,54 @@ absl::Status Authenticator::RequireCurator(const Caller& caller,
   if (caller.curator()) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat(
       what, " is for curators; \"", caller.name, "\" is an analyst"));
+}
+
+absl::StatusOr<Authenticator::Rotation> Authenticator::RotateBootstrapToken(
+    const std::string& token_file) const {
+  if (token_file.empty()) {
+    return absl::InvalidArgumentError("a curator token file path is needed");
+  }
+  ASSIGN_OR_RETURN(storage::PrincipalRecord curator,
+                   db_->access().GetPrincipal(kBootstrapCurator));
+  if (curator.revoked_at_micros != 0 ||
+      curator.role != storage::Role::kCurator) {
+    return absl::FailedPreconditionError(
+        "the bootstrap curator \"curator\" is revoked or no longer a "
+        "curator: ask another curator for a token instead");
+  }
+  // The token the file holds now, if it is readable (only its public id is
+  // kept).
+  std::string old_id;
+  if (absl::StatusOr<std::string> old = storage::ReadSmallFile(token_file);
+      old.ok()) {
+    const absl::string_view t = absl::StripAsciiWhitespace(*old);
+    if (t.size() > kIdHex && t[kIdHex] == '.')
+      old_id = std::string(t.substr(0, kIdHex));
+  }
+  ASSIGN_OR_RETURN(IssuedToken issued, Issue(curator.name, 0, "rotated"));
+  RETURN_IF_ERROR(storage::WriteFileDurably(token_file, issued.token + "\n"));
+  Rotation out;
+  out.new_token_id = issued.record.id;
+  ASSIGN_OR_RETURN(std::vector<storage::TokenRecord> tokens,
+                   db_->access().ListTokens(curator.name));
+  for (const storage::TokenRecord& t : tokens) {
+    if (t.id == out.new_token_id || t.revoked_at_micros != 0) continue;
+    if (t.id != old_id && t.label != "bootstrap" && t.label != "rotated") {
+      continue;
+    }
+    RETURN_IF_ERROR(db_->access().RevokeToken(t.id).status());
+    out.revoked_token_ids.push_back(t.id);
+  }
+  storage::AuditRecord audit;
+  audit.at_micros = NowMicros();
+  audit.principal = "(dpopt-server rotate-curator-token)";
+  audit.method = "rotate-curator-token";
+  audit.target = out.new_token_id;
+  audit.detail = absl::StrCat("new bootstrap curator token ", out.new_token_id,
+                              "; revoked ", out.revoked_token_ids.size(), ": ",
+                              absl::StrJoin(out.revoked_token_ids, ","));
+  RETURN_IF_ERROR(db_->access().AppendAudit(audit));
+  return out;
 }
 
 }  // namespace dpopt::server

@@ -10,11 +10,14 @@
 #ifndef DPOPT_SERVER_AUTH_H_
 #define DPOPT_SERVER_AUTH_H_
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "server/token_lifetime.h"
 #include "storage/access_store.h"
 #include "storage/database.h"
 
@@ -35,14 +38,26 @@ struct IssuedToken {
 class Authenticator {
  public:
   // REQUIRES: db outlives the authenticator.
-  explicit Authenticator(storage::Database* db) : db_(db) {}
+  explicit Authenticator(storage::Database* db,
+                         TokenLifetimeOptions lifetime = {})
+      : db_(db), lifetime_(lifetime) {}
+
+  // The lifetime in seconds (0 = never expires) of a token for a principal
+  // of `role` asked with `requested_ttl_seconds` (0 = the default) and
+  // `no_expiry`. INVALID_ARGUMENT, naming the server flag, when the request
+  // is longer than the maximum or asks an analyst token never to expire on
+  // a server with a maximum; curators may hold tokens that never expire.
+  absl::StatusOr<int64_t> Lifetime(storage::Role role,
+                                   int64_t requested_ttl_seconds,
+                                   bool no_expiry) const;
 
   // `authorization` is the metadata value ("Bearer ID.SECRET").
   // UNAUTHENTICATED for a missing, malformed, unknown, revoked or expired
   // token or a revoked principal (one message for all, naming no secret).
   absl::StatusOr<Caller> Authenticate(absl::string_view authorization) const;
 
-  // A fresh token for `principal`; ttl_seconds 0 = never expires.
+  // A fresh token for `principal`; ttl_seconds 0 = never expires (callers
+  // decide the lifetime with Lifetime()).
   absl::StatusOr<IssuedToken> Issue(const std::string& principal,
                                     int64_t ttl_seconds,
                                     const std::string& label) const;
@@ -50,8 +65,23 @@ class Authenticator {
   // First start on a database without principals: creates the curator
   // "curator" and writes its token to `token_file` (mode 0600, created
   // exclusively). Does nothing when principals exist. Returns whether a
-  // token was written.
+  // token was written. The bootstrap token does not expire; replace it with
+  // RotateBootstrapToken (dpopt-server rotate-curator-token).
   absl::StatusOr<bool> Bootstrap(const std::string& token_file) const;
+
+  struct Rotation {
+    std::string new_token_id;
+    std::vector<std::string> revoked_token_ids;
+  };
+  // Replaces the bootstrap curator's token: issues a new one (never
+  // expires, label "rotated"), writes it to `token_file` (0600, written to
+  // a temporary file, synced and renamed over the old one), then revokes
+  // the token the file held before and every other unrevoked token of the
+  // bootstrap curator labelled "bootstrap" or "rotated" (tokens the curator
+  // created with their own labels are kept). Audited. Run with the server
+  // stopped (the caller holds the database's lock).
+  absl::StatusOr<Rotation> RotateBootstrapToken(
+      const std::string& token_file) const;
 
   // Access policy. OK for curators (managers report missing datasets); for
   // analysts NOT_FOUND (same message as a missing dataset) unless the
@@ -64,6 +94,7 @@ class Authenticator {
 
  private:
   storage::Database* db_;
+  TokenLifetimeOptions lifetime_;
 };
 
 // SHA-256 of `data` (32 raw bytes), via OpenSSL.

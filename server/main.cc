@@ -21,14 +21,19 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/common/status_macros.h"
+#include "server/auth.h"
 #include "server/event_log.h"
 #include "server/server.h"
 #include "storage/access_store.h"
 #include "storage/audit_archive.h"
 #include "storage/backup.h"
+#include "storage/database.h"
+#include "storage/file_util.h"
 #include "storage/sqlite.h"
 
 ABSL_FLAG(std::string, db, "dpopt.db",
@@ -50,8 +55,8 @@ ABSL_FLAG(int64_t, dataset_cache_mb, 512,
           "used first out; 0 turns the cache off");
 ABSL_FLAG(std::string, curator_token_file, "",
           "where the first start on a fresh database writes the curator's "
-          "bearer token (mode 0600); default: the --db path + "
-          "\".curator-token\"");
+          "bearer token (mode 0600), and where rotate-curator-token writes "
+          "its replacement; default: the --db path + \".curator-token\"");
 ABSL_FLAG(std::string, tls_cert, "", "TLS certificate chain (PEM)");
 ABSL_FLAG(std::string, tls_key, "", "TLS private key (PEM)");
 ABSL_FLAG(std::string, tls_client_ca, "",
@@ -123,6 +128,11 @@ ABSL_FLAG(int, max_estimates_per_second,
 ABSL_FLAG(int, max_watches_per_principal,
           dpopt::server::PrincipalLimits().max_watch_streams,
           "most WatchJob streams one principal may have open; 0 = no limit");
+ABSL_FLAG(int, max_token_ttl_days,
+          dpopt::server::TokenLifetimeOptions().max_ttl_seconds / 86400,
+          "longest lifetime of a token, and the lifetime of one created "
+          "without --ttl; analyst tokens cannot be made to never expire "
+          "unless this is 0 (no maximum)");
 ABSL_FLAG(std::string, to, "",
           "backup: the backup file to create; audit-archive: the archive "
           "file to create (must not exist)");
@@ -234,6 +244,38 @@ int RunAuditArchive() {
   return 0;
 }
 
+// dpopt-server rotate-curator-token --db=PATH [--curator-token-file=PATH]
+int RunRotateCuratorToken() {
+  dpopt::server::ServerOptions o;
+  o.db_path = absl::GetFlag(FLAGS_db);
+  o.curator_token_file = absl::GetFlag(FLAGS_curator_token_file);
+  auto rotated =
+      [&]() -> absl::StatusOr<dpopt::server::Authenticator::Rotation> {
+    // Offline, like restore: no server may hold the database meanwhile.
+    ASSIGN_OR_RETURN(std::unique_ptr<dpopt::storage::FileLock> lock,
+                     dpopt::storage::FileLock::TryAcquire(
+                         dpopt::storage::DatabaseLockPath(o.db_path)));
+    dpopt::storage::DatabaseOptions db_options;
+    db_options.create_if_missing = false;
+    ASSIGN_OR_RETURN(std::unique_ptr<dpopt::storage::Database> db,
+                     dpopt::storage::Database::Open(o.db_path, db_options));
+    dpopt::server::Authenticator auth(db.get());
+    return auth.RotateBootstrapToken(o.TokenFile());
+  }();
+  if (!rotated.ok()) {
+    std::cerr << "dpopt-server rotate-curator-token: " << rotated.status()
+              << std::endl;
+    return 1;
+  }
+  std::cout << "new curator token " << rotated->new_token_id << " written to "
+            << o.TokenFile() << " (mode 0600); revoked "
+            << (rotated->revoked_token_ids.empty()
+                    ? std::string("none")
+                    : absl::StrJoin(rotated->revoked_token_ids, ", "))
+            << ". Recorded in the audit log." << std::endl;
+  return 0;
+}
+
 // dpopt-server restore --from=FILE --db=PATH
 int RunRestore() {
   if (absl::GetFlag(FLAGS_from).empty()) {
@@ -315,7 +357,8 @@ int main(int argc, char** argv) {
       "--tls-key=PEM [--tls-client-ca=PEM]] [--insecure] "
       "[--console-listen=HOST:PORT] [--ledger-mark-file=PATH] "
       "[--reflection] [--max-jobs-per-principal=N] "
-      "[--max-estimates-per-second=N] [--max-watches-per-principal=N]\n"
+      "[--max-estimates-per-second=N] [--max-watches-per-principal=N] "
+      "[--max-token-ttl-days=N]\n"
       "       [--metrics-listen=HOST:PORT [--metrics-dataset-budgets]] "
       "[--log-format=text|json] [--drain-timeout=60s]\n"
       "       [--mpirun=PATH [--dda-worker=PATH] "
@@ -330,7 +373,12 @@ int main(int argc, char** argv) {
       "log's hash chain (safe while the server runs)\n"
       "       dpopt-server audit-archive --db=PATH --before=DATE --to=FILE\n"
       "                                                   move older audit "
-      "records to FILE (verified; recorded in the log)");
+      "records to FILE (verified; recorded in the log)\n"
+      "       dpopt-server rotate-curator-token --db=PATH "
+      "[--curator-token-file=PATH]\n"
+      "                                                   replace the "
+      "bootstrap "
+      "curator token (server stopped; the old one is revoked)");
   // Flags are documented with dashes (--tls-cert); Abseil names them with
   // underscores. Accept both spellings of every flag name.
   std::vector<std::string> args(argv, argv + argc);
@@ -357,7 +405,8 @@ int main(int argc, char** argv) {
   const std::string mode = positional.size() > 1 ? positional[1] : "";
   const bool known_mode = mode.empty() || mode == "backup" ||
                           mode == "restore" || mode == "audit-verify" ||
-                          mode == "audit-archive";
+                          mode == "audit-archive" ||
+                          mode == "rotate-curator-token";
   if (positional.size() > 2 || !known_mode) {
     std::cerr << "dpopt-server: unexpected argument \"" << positional.back()
               << "\" (see --help)" << std::endl;
@@ -385,6 +434,7 @@ int main(int argc, char** argv) {
   if (mode == "restore") return RunRestore();
   if (mode == "audit-verify") return RunAuditVerify();
   if (mode == "audit-archive") return RunAuditArchive();
+  if (mode == "rotate-curator-token") return RunRotateCuratorToken();
 
   dpopt::server::ServerOptions o;
   o.db_path = absl::GetFlag(FLAGS_db);
@@ -407,6 +457,8 @@ int main(int argc, char** argv) {
   o.limits.max_estimates_per_second =
       absl::GetFlag(FLAGS_max_estimates_per_second);
   o.limits.max_watch_streams = absl::GetFlag(FLAGS_max_watches_per_principal);
+  o.tokens.max_ttl_seconds =
+      int64_t{absl::GetFlag(FLAGS_max_token_ttl_days)} * 86400;
   if (!absl::GetFlag(FLAGS_mpirun).empty()) {
     dpopt::optim::MpiSettings m;
     m.mpirun = absl::GetFlag(FLAGS_mpirun);

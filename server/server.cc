@@ -25,6 +25,7 @@
 #include "server/job_manager.h"
 #include "server/principal_limits.h"
 #include "server/services.h"
+#include "server/startup_listener.h"
 #include "server/trace_hub.h"
 #include "storage/database.h"
 #include "storage/file_util.h"
@@ -117,6 +118,7 @@ absl::Status ServerOptions::Validate() const {
         "chunks are 1 MiB)");
   }
   RETURN_IF_ERROR(limits.Validate());
+  RETURN_IF_ERROR(tokens.Validate());
   if (tls_cert.empty() != tls_key.empty()) {
     return absl::InvalidArgumentError(
         "--tls-cert and --tls-key must be given together");
@@ -158,6 +160,30 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   // would race this one's ledger mark and files.
   ASSIGN_OR_RETURN(s->lock_, storage::FileLock::TryAcquire(
                                  storage::DatabaseLockPath(options.db_path)));
+  std::shared_ptr<grpc::ServerCredentials> creds =
+      grpc::InsecureServerCredentials();
+  if (!options.tls_cert.empty()) {
+    grpc::SslServerCredentialsOptions ssl(
+        options.tls_client_ca.empty()
+            ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+    ASSIGN_OR_RETURN(pair.private_key, ReadPem(options.tls_key));
+    ASSIGN_OR_RETURN(pair.cert_chain, ReadPem(options.tls_cert));
+    ssl.pem_key_cert_pairs.push_back(std::move(pair));
+    if (!options.tls_client_ca.empty()) {
+      ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadPem(options.tls_client_ca));
+    }
+    creds = grpc::SslServerCredentials(ssl);
+  }
+
+  // The port opens now; until the database is open and the jobs recovered
+  // it answers health NOT_SERVING and every method UNAVAILABLE.
+  ASSIGN_OR_RETURN(std::unique_ptr<StartupListener> startup,
+                   StartupListener::Start(options.listen, creds));
+  if (options.before_open_for_testing) {
+    options.before_open_for_testing(startup->port());
+  }
   storage::DatabaseOptions db_options;
   db_options.ledger_mark_path = options.LedgerMarkFile();
   db_options.allow_ledger_rollback = options.allow_ledger_rollback;
@@ -188,7 +214,7 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
       JobManager::Create(jo, s->db_.get(), s->datasets_.get(), s->hub_.get()));
   RETURN_IF_ERROR(s->jobs_->RecoverInterruptedJobs());
 
-  s->auth_ = std::make_unique<Authenticator>(s->db_.get());
+  s->auth_ = std::make_unique<Authenticator>(s->db_.get(), options.tokens);
   ASSIGN_OR_RETURN(s->bootstrapped_, s->auth_->Bootstrap(options.TokenFile()));
   s->auth_failures_ =
       std::make_unique<AuthFailureLog>(AuthFailureLog::Options());
@@ -215,27 +241,15 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
       std::make_unique<JobServiceImpl>(env, s->jobs_.get(), s->hub_.get());
   s->admin_service_ = std::make_unique<AdminServiceImpl>(env);
 
-  std::shared_ptr<grpc::ServerCredentials> creds =
-      grpc::InsecureServerCredentials();
-  if (!options.tls_cert.empty()) {
-    grpc::SslServerCredentialsOptions ssl(
-        options.tls_client_ca.empty()
-            ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-    grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-    ASSIGN_OR_RETURN(pair.private_key, ReadPem(options.tls_key));
-    ASSIGN_OR_RETURN(pair.cert_chain, ReadPem(options.tls_cert));
-    ssl.pem_key_cert_pairs.push_back(std::move(pair));
-    if (!options.tls_client_ca.empty()) {
-      ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadPem(options.tls_client_ca));
-    }
-    creds = grpc::SslServerCredentials(ssl);
-  }
-
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.SetOption(std::make_unique<ReflectionOption>(options.reflection));
-  builder.AddListeningPort(options.listen, creds, &s->port_);
+  // Same port as the startup listener (which picked it if the address said
+  // port 0); its calls end with UNAVAILABLE, so clients retry here.
+  const int startup_port = startup->port();
+  startup->Stop();
+  builder.AddListeningPort(WithPort(options.listen, startup_port), creds,
+                           &s->port_);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   // The synchronous server keeps at most MAX_POLLERS idle threads (default
   // 2) and spawns one for each burst of calls beyond them, so under many

@@ -3,6 +3,7 @@
 #ifndef DPOPT_SERVER_SERVER_H_
 #define DPOPT_SERVER_SERVER_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +16,7 @@
 #include "server/job_limits.h"
 #include "server/metrics.h"
 #include "server/principal_limits.h"
+#include "server/token_lifetime.h"
 #include "storage/ledger_mark.h"
 
 namespace dpopt::storage {
@@ -64,6 +66,8 @@ struct ServerOptions {
   int max_message_bytes = 4 << 20;
   // Per-principal limits (server/principal_limits.h has the defaults).
   PrincipalLimits limits;
+  // Token lifetimes (--max-token-ttl-days).
+  TokenLifetimeOptions tokens;
   // gRPC server reflection (lets any client list the services): off unless
   // --reflection.
   bool reflection = false;
@@ -93,6 +97,9 @@ struct ServerOptions {
   // backup): the forgotten charges' budget may be spent again. Recorded in
   // the audit log; the mark is reset to the restored ledger.
   bool allow_ledger_rollback = false;
+  // Tests only: called with the port while the server starts (health
+  // NOT_SERVING), before the database is opened.
+  std::function<void(int port)> before_open_for_testing;
   absl::Status Validate() const;
   std::string LedgerMarkFile() const {
     return ledger_mark_file.empty() ? db_path + ".ledger-mark"

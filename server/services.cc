@@ -568,14 +568,16 @@ grpc::Status AdminServiceImpl::CreatePrincipal(
       [&]() -> absl::StatusOr<v1::CreatedToken> {
         RETURN_IF_ERROR(Authenticator::RequireCurator(call.caller(),
                                                       "creating principals"));
+        const storage::Role role = req->role() == v1::ROLE_CURATOR
+                                       ? storage::Role::kCurator
+                                       : storage::Role::kAnalyst;
+        // The lifetime is checked before the principal exists.
+        ASSIGN_OR_RETURN(const int64_t ttl,
+                         env_.auth->Lifetime(role, req->token_ttl_seconds(),
+                                             req->token_no_expiry()));
         ASSIGN_OR_RETURN(storage::PrincipalRecord p,
-                         env_.access->CreatePrincipal(
-                             req->name(), req->role() == v1::ROLE_CURATOR
-                                              ? storage::Role::kCurator
-                                              : storage::Role::kAnalyst));
-        ASSIGN_OR_RETURN(
-            IssuedToken t,
-            env_.auth->Issue(p.name, req->token_ttl_seconds(), "first"));
+                         env_.access->CreatePrincipal(req->name(), role));
+        ASSIGN_OR_RETURN(IssuedToken t, env_.auth->Issue(p.name, ttl, "first"));
         v1::CreatedToken out;
         *out.mutable_principal() = ToProto(p);
         *out.mutable_info() = ToProto(t.record);
@@ -637,8 +639,10 @@ grpc::Status AdminServiceImpl::CreateToken(grpc::ServerContext* ctx,
         ASSIGN_OR_RETURN(storage::PrincipalRecord p,
                          env_.access->GetPrincipal(req->principal()));
         ASSIGN_OR_RETURN(
-            IssuedToken t,
-            env_.auth->Issue(p.name, req->ttl_seconds(), req->label()));
+            const int64_t ttl,
+            env_.auth->Lifetime(p.role, req->ttl_seconds(), req->no_expiry()));
+        ASSIGN_OR_RETURN(IssuedToken t,
+                         env_.auth->Issue(p.name, ttl, req->label()));
         v1::CreatedToken out;
         *out.mutable_principal() = ToProto(p);
         *out.mutable_info() = ToProto(t.record);

@@ -3,6 +3,7 @@
 // proto services), revocation, expiry, analyst isolation, per-analyst caps
 // under 50 concurrent submitters, TLS and mutual TLS.
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -22,6 +23,9 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "server/auth.h"
+#include "storage/database.h"
+#include "storage/file_util.h"
 #include "tests/integration/test_server.h"
 
 namespace dpopt::testing {
@@ -445,6 +449,131 @@ TEST_F(AccessTest, RevocationAndExpiryAreImmediate) {
   grpc::ClientContext c11;
   EXPECT_EQ(bob.admin->WhoAmI(&c11, {}, &me).error_code(),
             grpc::UNAUTHENTICATED);
+}
+
+TEST_F(AccessTest, TokensGetTheServersMaximumLifetimeUnlessToldOtherwise) {
+  const int64_t max = server::TokenLifetimeOptions().max_ttl_seconds;
+  ASSERT_GT(max, 0);
+  auto create = [&](const std::string& principal, int64_t ttl, bool no_expiry,
+                    v1::CreatedToken* out) {
+    grpc::ClientContext ctx;
+    v1::CreateTokenRequest r;
+    r.set_principal(principal);
+    r.set_ttl_seconds(ttl);
+    r.set_no_expiry(no_expiry);
+    return server_.admin().CreateToken(&ctx, r, out);
+  };
+  // No lifetime asked: the maximum.
+  v1::CreatedToken t;
+  ASSERT_TRUE(create("alice", 0, false, &t).ok());
+  ASSERT_TRUE(t.info().has_expires_at());
+  EXPECT_NEAR(t.info().expires_at().seconds() - t.info().created_at().seconds(),
+              max, 2);
+  // Shorter: as asked; longer: refused, naming the flag.
+  ASSERT_TRUE(create("alice", 3600, false, &t).ok());
+  EXPECT_NEAR(t.info().expires_at().seconds() - t.info().created_at().seconds(),
+              3600, 2);
+  grpc::Status s = create("alice", max + 1, false, &t);
+  EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("--max-token-ttl-days"));
+  // Never expiring: refused for an analyst, allowed for a curator, and
+  // never together with a lifetime.
+  s = create("alice", 0, true, &t);
+  EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("only curator tokens"));
+  EXPECT_EQ(create("curator", 60, true, &t).error_code(),
+            grpc::INVALID_ARGUMENT);
+  ASSERT_TRUE(create("curator", 0, true, &t).ok());
+  EXPECT_FALSE(t.info().has_expires_at());
+  // The same rules for a new principal's first token, checked before the
+  // principal is created.
+  grpc::ClientContext c1;
+  v1::CreatePrincipalRequest cp;
+  cp.set_name("carol");
+  cp.set_token_no_expiry(true);
+  EXPECT_EQ(server_.admin().CreatePrincipal(&c1, cp, &t).error_code(),
+            grpc::INVALID_ARGUMENT);
+  grpc::ClientContext c2;
+  v1::ListPrincipalsResponse principals;
+  ASSERT_TRUE(server_.admin().ListPrincipals(&c2, {}, &principals).ok());
+  for (const auto& p : principals.principals()) EXPECT_NE(p.name(), "carol");
+}
+
+TEST(TokenLifetimeTest, WithoutAMaximumAnalystTokensMayNeverExpire) {
+  TestServer server(
+      [](server::ServerOptions& o) { o.tokens.max_ttl_seconds = 0; });
+  grpc::ClientContext c1;
+  v1::CreatePrincipalRequest cp;
+  cp.set_name("dave");
+  v1::CreatedToken t;
+  ASSERT_TRUE(server.admin().CreatePrincipal(&c1, cp, &t).ok());
+  EXPECT_FALSE(t.info().has_expires_at());  // the default: no maximum
+  grpc::ClientContext c2;
+  v1::CreateTokenRequest r;
+  r.set_principal("dave");
+  r.set_no_expiry(true);
+  ASSERT_TRUE(server.admin().CreateToken(&c2, r, &t).ok());
+  EXPECT_FALSE(t.info().has_expires_at());
+}
+
+TEST(TokenLifetimeTest, RotatingTheCuratorTokenRevokesTheOldOne) {
+  TestServer server;
+  const std::string old_token = server.curator_token();
+  // A token the curator made for itself survives the rotation.
+  grpc::ClientContext c1;
+  v1::CreateTokenRequest r;
+  r.set_principal("curator");
+  r.set_label("laptop");
+  v1::CreatedToken laptop;
+  ASSERT_TRUE(server.admin().CreateToken(&c1, r, &laptop).ok());
+  const std::string token_file = server.db_path() + ".curator-token";
+  ASSERT_EQ(ReadFileOrDie(token_file), old_token + "\n");
+  server.Stop();
+  std::string new_token;
+  {
+    auto lock = storage::FileLock::TryAcquire(
+        storage::DatabaseLockPath(server.db_path()));
+    ASSERT_TRUE(lock.ok()) << lock.status();
+    auto db = storage::Database::Open(server.db_path());
+    ASSERT_TRUE(db.ok()) << db.status();
+    server::Authenticator auth(db->get());
+    auto rotated = auth.RotateBootstrapToken(token_file);
+    ASSERT_TRUE(rotated.ok()) << rotated.status();
+    ASSERT_EQ(rotated->revoked_token_ids.size(), 1u);
+    EXPECT_EQ(rotated->revoked_token_ids[0], old_token.substr(0, 16));
+    new_token = ReadFileOrDie(token_file);
+    ASSERT_FALSE(new_token.empty());
+    new_token.pop_back();  // "\n"
+    EXPECT_EQ(new_token.substr(0, 16), rotated->new_token_id);
+    struct stat st;
+    ASSERT_EQ(stat(token_file.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600);
+  }
+  server.Start();
+  v1::Principal me;
+  grpc::ClientContext c2, c3, c4;
+  EXPECT_EQ(Stubs(TokenChannel(server.target(), old_token))
+                .admin->WhoAmI(&c2, {}, &me)
+                .error_code(),
+            grpc::UNAUTHENTICATED);
+  ASSERT_TRUE(Stubs(TokenChannel(server.target(), new_token))
+                  .admin->WhoAmI(&c3, {}, &me)
+                  .ok());
+  EXPECT_EQ(me.name(), "curator");
+  EXPECT_TRUE(Stubs(TokenChannel(server.target(), laptop.token()))
+                  .admin->WhoAmI(&c4, {}, &me)
+                  .ok());
+  // Audited.
+  grpc::ClientContext c5;
+  v1::ListAuditResponse audit;
+  ASSERT_TRUE(Stubs(TokenChannel(server.target(), new_token))
+                  .admin->ListAudit(&c5, {}, &audit)
+                  .ok());
+  bool audited = false;
+  for (const auto& e : audit.entries()) {
+    audited |= e.method() == "rotate-curator-token";
+  }
+  EXPECT_TRUE(audited);
 }
 
 TEST_F(AccessTest, TokensAreStoredOnlyAsHashesAndNeverInTheAuditLog) {

@@ -145,7 +145,14 @@ after_charge="$(dp budget show adult --json | json "['epsilon_remaining']")"
 kill -9 "$server_pid"
 wait "$server_pid" 2>/dev/null || true
 server_pid=""
+# While it is down, the curator replaces the bootstrap token (old one revoked).
+old_token="$DPOPT_TOKEN"
+"$server_bin" rotate-curator-token --db="$work/dpopt.db" >"$work/rotate.out" ||
+  fail "rotate-curator-token failed"
+grep -q "revoked $(echo "$old_token" | cut -c1-16)" "$work/rotate.out" || fail "rotation: $(cat "$work/rotate.out")"
+[[ "$(stat -c %a "$work/dpopt.db.curator-token")" == "600" ]] || fail "rotated token file is not 0600"
 start_server
+if DPOPT_TOKEN="$old_token" dp whoami >/dev/null 2>&1; then fail "the old curator token works after rotation"; fi
 state="$(dp job get "$kill_id" --json | json "['state']")"
 [[ "$state" == "JOB_STATE_FAILED" ]] || fail "killed job is $state after restart"
 dp job get "$kill_id"
@@ -157,7 +164,14 @@ python3 -c "assert $after_restart == $after_charge < $before" ||
 
 step "11. access control: an analyst with a capped grant, isolation, revocation"
 [[ "$(dp whoami --json | json "['role']")" == "ROLE_CURATOR" ]] || fail "whoami is not the curator"
-alice_token="$(dp principal create alice --json | json "['token']")"
+dp principal create alice --json >"$work/alice.json"
+alice_token="$(json "['token']" <"$work/alice.json")"
+# Analyst tokens expire (the server's default lifetime) unless the server says otherwise.
+json "['info']['expires_at']" <"$work/alice.json" >/dev/null || fail "alice's token has no expiry"
+if dp token create alice --ttl=0 2>"$work/ttl0.err"; then fail "--ttl=0 accepted"; fi
+grep -q -- "--no-expiry" "$work/ttl0.err" || fail "--ttl=0 message: $(cat "$work/ttl0.err")"
+if dp token create alice --no-expiry 2>"$work/noexp.err"; then fail "a never-expiring analyst token was issued"; fi
+grep -q "INVALID_ARGUMENT" "$work/noexp.err" || fail "--no-expiry for an analyst: $(cat "$work/noexp.err")"
 dp grant add alice adult --epsilon-cap=0.5
 as_alice() { DPOPT_TOKEN="$alice_token" "$cli" --server="$addr" "$@"; }
 [[ "$(as_alice dataset list --json | json "[\"datasets\"][0][\"name\"]")" == "adult" ]] ||

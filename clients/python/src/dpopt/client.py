@@ -253,11 +253,18 @@ class Client:
         """The principal behind the token."""
         return Principal.from_proto(self._call(self._admin.WhoAmI, dpopt_pb2.WhoAmIRequest()))
 
-    def create_principal(self, name, role="analyst", ttl_seconds=0):
+    def create_principal(self, name, role="analyst", ttl_seconds=None, no_expiry=False):
         """Curators: creates a principal; returns ``(Principal, token)``. The
-        token is shown only here."""
+        token is shown only here. It lives ``ttl_seconds`` (default: the
+        server's maximum token lifetime, 90 days unless the curator changed
+        it), or never with ``no_expiry=True`` (curators; analysts only on a
+        server without a maximum)."""
+        if ttl_seconds is not None and (int(ttl_seconds) <= 0 or no_expiry):
+            raise ValueError("ttl_seconds must be > 0 and not combined with no_expiry "
+                             "(leave it out for the server's default lifetime)")
         r = self._call(self._admin.CreatePrincipal, dpopt_pb2.CreatePrincipalRequest(
-            name=name, role=_choice(_ROLES, role, "role"), token_ttl_seconds=int(ttl_seconds)))
+            name=name, role=_choice(_ROLES, role, "role"),
+            token_ttl_seconds=int(ttl_seconds or 0), token_no_expiry=bool(no_expiry)))
         return Principal.from_proto(r.principal), r.token
 
     def grant(self, principal, dataset, epsilon_cap=0.0) -> Grant:
