@@ -111,6 +111,14 @@ class Metrics::Collector : public prometheus::Collectable {
         static_cast<double>(s.cache_hits));
     add("dpopt_dataset_cache_misses", "Dataset cache misses since the start.",
         static_cast<double>(s.cache_misses));
+    add("dpopt_checkpoints", "WAL checkpoints completed since the start.",
+        static_cast<double>(s.checkpoints));
+    add("dpopt_checkpoint_seconds_total",
+        "Time spent in WAL checkpoints since the start (seconds).",
+        s.checkpoint_seconds_total);
+    add("dpopt_checkpoint_last_seconds",
+        "Duration of the last WAL checkpoint (seconds).",
+        s.checkpoint_last_seconds);
     if (!s.budgets.empty()) {
       prometheus::MetricFamily spent =
           GaugeFamily("dpopt_dataset_epsilon_spent",
@@ -231,6 +239,22 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(
                          .Name("dpopt_jobs_queued")
                          .Help("Jobs admitted and waiting for a worker.")
                          .Register(r);
+  m->imports_ = &prometheus::BuildCounter()
+                     .Name("dpopt_imports_total")
+                     .Help("ImportDataset calls by outcome (status code).")
+                     .Register(r);
+  m->import_bytes_ = &prometheus::BuildCounter()
+                          .Name("dpopt_import_bytes_total")
+                          .Help("Bytes of dataset files received by imports.")
+                          .Register(r);
+  m->import_rows_ = &prometheus::BuildCounter()
+                         .Name("dpopt_import_rows_total")
+                         .Help("Rows stored by successful imports.")
+                         .Register(r);
+  m->import_seconds_ = &prometheus::BuildHistogram()
+                            .Name("dpopt_import_seconds")
+                            .Help("ImportDataset duration (seconds).")
+                            .Register(r);
   m->collector_ = std::make_shared<Collector>(std::move(sample));
   try {
     m->exposer_ =
@@ -292,6 +316,14 @@ void Metrics::JobFinished(const std::string& job_type, const std::string& state,
   jobs_finished_->Add({{"job_type", job_type}, {"state", state}}).Increment();
   job_run_seconds_->Add({{"job_type", job_type}}, RunTimeBuckets())
       .Observe(run_seconds);
+}
+
+void Metrics::ImportDone(absl::StatusCode code, int64_t bytes, int64_t rows,
+                         double seconds) {
+  imports_->Add({{"code", absl::StatusCodeToString(code)}}).Increment();
+  import_bytes_->Add({}).Increment(static_cast<double>(bytes));
+  import_rows_->Add({}).Increment(static_cast<double>(rows));
+  import_seconds_->Add({}, RunTimeBuckets()).Observe(seconds);
 }
 
 }  // namespace dpopt::server

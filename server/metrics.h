@@ -3,8 +3,9 @@
 //
 // What is exported, and what never is: per RPC method, requests by status
 // code and latency; jobs admitted, refused and finished by job type, state
-// and reason, their run time, queued and running jobs; the database and
-// WAL sizes and the decoded-dataset cache. Labels carry only public,
+// and reason, their run time, queued and running jobs; imports (outcome,
+// bytes, rows, duration); the database and WAL sizes, checkpoints and their
+// duration; and the decoded-dataset cache. Labels carry only public,
 // bounded values: method names of the registered services (anything else is
 // "unknown"), job type names, job states, status codes and refusal reasons.
 // Nothing derived from private rows is a label or a value, and no principal
@@ -54,6 +55,11 @@ struct ScrapeSample {
   int64_t cache_bytes = 0;
   int64_t cache_hits = 0;
   int64_t cache_misses = 0;
+  // The background checkpointer: checkpoints completed, their total and
+  // last duration.
+  int64_t checkpoints = 0;
+  double checkpoint_seconds_total = 0;
+  double checkpoint_last_seconds = 0;
   struct DatasetBudget {
     std::string dataset;
     double epsilon_spent = 0;
@@ -85,6 +91,12 @@ class Metrics {
   void JobFinished(const std::string& job_type, const std::string& state,
                    double run_seconds);
 
+  // An ImportDataset call ended with `code` after receiving `bytes` of
+  // file; `rows` imported (0 unless OK). Row counts and file sizes are
+  // public dataset metadata (docs/privacy.md).
+  void ImportDone(absl::StatusCode code, int64_t bytes, int64_t rows,
+                  double seconds);
+
   // RPC outcome (called by the interceptor).
   void RpcDone(const std::string& method, int code, double seconds);
 
@@ -104,6 +116,10 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>* job_run_seconds_ = nullptr;
   prometheus::Family<prometheus::Gauge>* jobs_running_ = nullptr;
   prometheus::Family<prometheus::Gauge>* jobs_queued_ = nullptr;
+  prometheus::Family<prometheus::Counter>* imports_ = nullptr;
+  prometheus::Family<prometheus::Counter>* import_bytes_ = nullptr;
+  prometheus::Family<prometheus::Counter>* import_rows_ = nullptr;
+  prometheus::Family<prometheus::Histogram>* import_seconds_ = nullptr;
 };
 
 // A MetricsOptions-independent check: the refusal reason of an admission

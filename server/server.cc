@@ -233,6 +233,7 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   env.streams = s->streams_.get();
   env.watches = s->watches_.get();
   env.estimates = s->estimates_.get();
+  env.metrics = s->metrics_.get();
   s->dataset_service_ = std::make_unique<DatasetServiceImpl>(
       env, s->datasets_.get(), s->jobs_.get());
   s->budget_service_ =
@@ -326,6 +327,12 @@ ScrapeSample DpoptServer::Sample() const {
   if (stat(options_.db_path.c_str(), &st) == 0) out.database_bytes = st.st_size;
   if (stat((options_.db_path + "-wal").c_str(), &st) == 0) {
     out.wal_bytes = st.st_size;
+  }
+  if (db_ != nullptr) {
+    const storage::Checkpointer::Stats c = db_->checkpointer().stats();
+    out.checkpoints = c.checkpoints;
+    out.checkpoint_seconds_total = absl::ToDoubleSeconds(c.total_duration);
+    out.checkpoint_last_seconds = absl::ToDoubleSeconds(c.last_duration);
   }
   if (jobs_ != nullptr) {
     const DatasetCache::Stats c = jobs_->dataset_cache_stats();

@@ -213,6 +213,53 @@ absl::Status CheckSpecVisible(const Authenticator& auth, const Caller& caller,
   return absl::OkStatus();
 }
 
+// The import stream after authentication: header, chunks, Finish. Counts
+// the bytes received into `bytes`.
+absl::StatusOr<v1::DatasetInfo> ReceiveImport(
+    Call& call, DatasetManager& datasets, grpc::ServerContext* ctx,
+    grpc::ServerReader<v1::ImportDatasetRequest>* reader, int64_t* bytes) {
+  v1::ImportDatasetRequest req;
+  if (!reader->Read(&req) || !req.has_header()) {
+    return absl::InvalidArgumentError(
+        "the first ImportDataset message must be the header");
+  }
+  // The header's fields have the usual limits; the message as a whole is
+  // bounded by the server's receive limit.
+  RETURN_IF_ERROR(call.CheckLimits(req.header(), 0));
+  const v1::ImportHeader header = req.header();
+  call.dataset(header.name());
+  // Chunks are parsed and stored as they arrive (memory bounded by one
+  // block); the pending import is discarded on any return before Finish.
+  ASSIGN_OR_RETURN(std::unique_ptr<DatasetManager::PendingImport> import,
+                   datasets.BeginImport(header));
+  absl::Time last_auth = absl::Now();
+  while (reader->Read(&req)) {
+    if (req.has_header()) {
+      return absl::InvalidArgumentError(
+          "only the first message may carry a header");
+    }
+    if (absl::Now() - last_auth > kStreamAuthRecheck) {
+      last_auth = absl::Now();
+      if (!call.StillAuthenticated()) {
+        return absl::UnauthenticatedError(
+            "the token was revoked or expired during the import; nothing "
+            "imported");
+      }
+    }
+    *bytes += static_cast<int64_t>(req.chunk().size());
+    RETURN_IF_ERROR(import->Write(req.chunk()));
+  }
+  if (ctx->IsCancelled()) {
+    return absl::CancelledError("import cancelled; nothing imported");
+  }
+  if (!call.StillAuthenticated()) {
+    return absl::UnauthenticatedError(
+        "the token was revoked or expired during the import; nothing "
+        "imported");
+  }
+  return import->Finish();
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- datasets
@@ -231,49 +278,16 @@ grpc::Status DatasetServiceImpl::ImportDataset(
       env_.streams == nullptr ? nullptr
                               : env_.streams->Register(call.caller().token_id,
                                                        call.caller().name, ctx);
-  v1::ImportDatasetRequest req;
-  if (!reader->Read(&req) || !req.has_header()) {
-    return call.Done(absl::InvalidArgumentError(
-        "the first ImportDataset message must be the header"));
+  const absl::Time started = absl::Now();
+  int64_t bytes = 0;
+  absl::StatusOr<v1::DatasetInfo> imported =
+      ReceiveImport(call, *datasets_, ctx, reader, &bytes);
+  if (env_.metrics != nullptr) {
+    env_.metrics->ImportDone(imported.status().code(), bytes,
+                             imported.ok() ? imported->rows() : 0,
+                             absl::ToDoubleSeconds(absl::Now() - started));
   }
-  // The header's fields have the usual limits; the message as a whole is
-  // bounded by the server's receive limit.
-  absl::Status header_ok = call.CheckLimits(req.header(), 0);
-  if (!header_ok.ok()) return call.Done(header_ok);
-  const v1::ImportHeader header = req.header();
-  call.dataset(header.name());
-  // Chunks are parsed and stored as they arrive (memory bounded by one
-  // block); the pending import is discarded on any return before Finish.
-  absl::StatusOr<std::unique_ptr<DatasetManager::PendingImport>> import =
-      datasets_->BeginImport(header);
-  if (!import.ok()) return call.Done(import.status());
-  absl::Time last_auth = absl::Now();
-  while (reader->Read(&req)) {
-    if (req.has_header()) {
-      return call.Done(absl::InvalidArgumentError(
-          "only the first message may carry a header"));
-    }
-    if (absl::Now() - last_auth > kStreamAuthRecheck) {
-      last_auth = absl::Now();
-      if (!call.StillAuthenticated()) {
-        return call.Done(absl::UnauthenticatedError(
-            "the token was revoked or expired during the import; nothing "
-            "imported"));
-      }
-    }
-    absl::Status written = (*import)->Write(req.chunk());
-    if (!written.ok()) return call.Done(written);
-  }
-  if (ctx->IsCancelled()) {
-    return call.Done(
-        absl::CancelledError("import cancelled; nothing imported"));
-  }
-  if (!call.StillAuthenticated()) {
-    return call.Done(absl::UnauthenticatedError(
-        "the token was revoked or expired during the import; nothing "
-        "imported"));
-  }
-  return call.Done(Assign((*import)->Finish(), response));
+  return call.Done(Assign(std::move(imported), response));
 }
 
 grpc::Status DatasetServiceImpl::ListDatasets(

@@ -10,6 +10,7 @@
 #include "server/call_guards.h"
 #include "server/dataset_manager.h"
 #include "server/job_manager.h"
+#include "server/metrics.h"
 #include "server/principal_limits.h"
 #include "server/trace_hub.h"
 
@@ -25,6 +26,7 @@ struct CallEnv {
   StreamRegistry* streams = nullptr;
   ConcurrencyLimiter* watches = nullptr;  // open WatchJob streams
   RateLimiter* estimates = nullptr;       // EstimateJob calls
+  Metrics* metrics = nullptr;             // null without --metrics-listen
 };
 
 class DatasetServiceImpl final : public v1::DatasetService::Service {

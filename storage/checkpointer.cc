@@ -111,7 +111,9 @@ void Checkpointer::Loop() {
       requested_ = false;
       running_ = true;
     }
+    const absl::Time started = absl::Now();
     absl::StatusOr<Connection::CheckpointResult> r = conn_->CheckpointPassive();
+    const absl::Duration took = absl::Now() - started;
     absl::MutexLock lock(&mu_);
     running_ = false;
     if (!r.ok()) {
@@ -127,6 +129,8 @@ void Checkpointer::Loop() {
       continue;
     }
     ++stats_.checkpoints;
+    stats_.total_duration += took;
+    stats_.last_duration = took;
     stats_.frames_checkpointed = r->checkpointed_frames;
     stats_.wal_frames = r->wal_frames;
   }

@@ -98,6 +98,8 @@ class Checkpointer {
     int64_t frames_checkpointed = 0;  // reported by the last of them
     int64_t wal_frames = 0;           // the WAL's size then, in frames
     absl::Status last_error;          // of the last failed checkpoint
+    absl::Duration total_duration;    // of the completed checkpoints
+    absl::Duration last_duration;     // of the last completed one
   };
   Stats stats() const;
 

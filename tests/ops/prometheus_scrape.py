@@ -122,6 +122,19 @@ def main():
         except Exception:
             refused = True
         assert refused, "a submission over the budget was admitted"
+        # Imports and checkpoints, straight from the exposition.
+        samples = {}
+        for line in http_get(f"http://127.0.0.1:{metrics_port}/metrics").splitlines():
+            if line.startswith("dpopt_") and " " in line:
+                key, value = line.rsplit(" ", 1)
+                samples[key] = float(value)
+        assert samples.get('dpopt_imports_total{code="OK"}') == 1, samples
+        assert samples.get("dpopt_import_rows_total") == 200, samples
+        assert samples.get("dpopt_import_bytes_total", 0) > 0, samples
+        assert samples.get("dpopt_import_seconds_count") == 1, samples
+        for family in ("dpopt_checkpoints", "dpopt_checkpoint_seconds_total",
+                       "dpopt_checkpoint_last_seconds"):
+            assert family in samples, f"{family} missing from /metrics"
 
         config = os.path.join(work, "prometheus.yml")
         with open(config, "w") as f:

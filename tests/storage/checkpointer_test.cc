@@ -84,6 +84,9 @@ TEST_F(CheckpointerTest,
   EXPECT_OK(s.last_error);
   EXPECT_GE(s.wal_frames, 4);
   EXPECT_EQ(s.frames_checkpointed, s.wal_frames);  // no reader held any back
+  // Timed (the metrics export these).
+  EXPECT_GT(s.last_duration, absl::ZeroDuration());
+  EXPECT_GE(s.total_duration, s.last_duration);
 }
 
 TEST_F(CheckpointerTest, APauseHoldsRequestedCheckpointsBack) {
