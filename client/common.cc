@@ -29,12 +29,17 @@ const std::vector<FlagSpec>& GlobalFlags() {
        "~/.config/dpopt/token)",
        "FILE"},
       {"tls-ca", false,
-       "CA certificate (PEM) to verify the server; enables TLS", "PEM"},
+       "CA certificate (PEM) to verify the server with, instead of the "
+       "system's trusted roots",
+       "PEM"},
+      {"tls", true,
+       "use TLS even to a loopback address (TLS is the default for any "
+       "other address)"},
       {"tls-cert", false, "client certificate (PEM) for mutual TLS", "PEM"},
       {"tls-key", false, "client private key (PEM) for mutual TLS", "PEM"},
       {"insecure", true,
-       "allow plaintext to a non-loopback server (the token crosses the "
-       "network in clear text; without it such connections are refused)"},
+       "plaintext to a non-loopback server (the token crosses the network "
+       "in clear text; without it such connections use TLS)"},
       {"help", true, "show help for the command"},
   };
   return *flags;
@@ -137,9 +142,10 @@ std::string ToJsonLine(const google::protobuf::Message& m) {
 Client::Client(const Globals& g) : g_(g) {
   std::shared_ptr<grpc::ChannelCredentials> creds =
       grpc::InsecureChannelCredentials();
-  if (!g.tls_ca.empty()) {
+  if (g.transport != Transport::kPlaintext) {
+    // Empty roots: gRPC's default, the system's trusted roots.
     grpc::SslCredentialsOptions o;
-    o.pem_root_certs = ReadFile(g.tls_ca).value_or("");
+    if (!g.tls_ca.empty()) o.pem_root_certs = ReadFile(g.tls_ca).value_or("");
     if (!g.tls_cert.empty()) {
       o.pem_cert_chain = ReadFile(g.tls_cert).value_or("");
       o.pem_private_key = ReadFile(g.tls_key).value_or("");
@@ -240,24 +246,29 @@ absl::Status ResolveCredentials(const ParsedArgs& a, Globals& g) {
   g.tls_ca = a.Get("tls-ca");
   g.tls_cert = a.Get("tls-cert");
   g.tls_key = a.Get("tls-key");
+  g.tls = a.GetBool("tls");
   if (g.tls_cert.empty() != g.tls_key.empty()) {
     return absl::InvalidArgumentError(
         "--tls-cert and --tls-key must be given together");
   }
-  if (!g.tls_cert.empty() && g.tls_ca.empty()) {
-    return absl::InvalidArgumentError("--tls-cert needs --tls-ca");
-  }
+
   for (const std::string* f : {&g.tls_ca, &g.tls_cert, &g.tls_key}) {
     if (!f->empty() && !ReadFile(*f).ok()) {
       return absl::InvalidArgumentError(absl::StrCat("cannot read ", *f));
     }
   }
+  TransportRequest t;
+  t.server = g.server;
+  t.has_tls_ca = !g.tls_ca.empty();
+  t.tls = g.tls;
+  t.insecure = g.insecure;
+  ASSIGN_OR_RETURN(g.transport, ChooseTransport(t));
   return absl::OkStatus();
 }
 
 absl::Status CheckConnectionSecurity(const Globals& g) {
   if (!g.token_file.empty()) RETURN_IF_ERROR(CheckTokenFile(g.token_file));
-  return CheckPlaintextPolicy(g.server, !g.tls_ca.empty(), g.insecure);
+  return absl::OkStatus();
 }
 
 }  // namespace dpopt::client

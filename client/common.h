@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "client/flags.h"
+#include "client/transport_policy.h"
 #include "dpopt/v1/dpopt.grpc.pb.h"
 #include "google/protobuf/message.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -32,13 +33,17 @@ struct Globals {
   std::string token;
   // The file the token came from (empty: none, or $DPOPT_TOKEN).
   std::string token_file;
-  // --insecure: allow plaintext to a non-loopback address.
+  // --insecure: plaintext to a non-loopback address.
   bool insecure = false;
-  // TLS: CA to verify the server (enables TLS), client certificate and key
-  // for mutual TLS.
+  // --tls: TLS to a loopback address too.
+  bool tls = false;
+  // TLS: CA to verify the server (default: the system's trusted roots),
+  // client certificate and key for mutual TLS.
   std::string tls_ca;
   std::string tls_cert;
   std::string tls_key;
+  // Decided from the above by ChooseTransport (client/transport_policy.h).
+  Transport transport = Transport::kPlaintext;
 };
 
 const std::vector<FlagSpec>& GlobalFlags();

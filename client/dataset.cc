@@ -292,13 +292,15 @@ std::vector<Command> DatasetCommands() {
          "LO:HI"},
         {"description", false, "free-text description", "TEXT"},
         {"polytope", false,
-         "piecewise-affine family: import the CSV as a max-affine problem (feature columns "
+         "piecewise-affine family: import the CSV as a max-affine problem "
+         "(feature columns "
          "= public slopes, label column = private offsets) over the polytope "
          "in FILE (JSON {\"lower\": [...], \"upper\": [...]}, optional "
          "\"hMatrix\", \"hVector\"); needs --b-max",
          "FILE"},
         {"b-max", false,
-         "piecewise-affine family: public bound on how far any offset may move (the "
+         "piecewise-affine family: public bound on how far any offset may move "
+         "(the "
          "l-infinity relation's radius)",
          "B"}},
        DatasetImport},

@@ -11,14 +11,25 @@
 
 namespace dpopt::client {
 
-absl::Status CheckPlaintextPolicy(absl::string_view server, bool tls,
-                                  bool insecure) {
-  if (tls || insecure || IsLoopbackAddress(server)) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "refusing to connect to ", server,
-      " without TLS: the bearer token would cross the network in clear "
-      "text. Give --tls-ca (the CA of the server's certificate), connect to "
-      "127.0.0.1, or pass --insecure if the network path is trusted"));
+absl::StatusOr<Transport> ChooseTransport(const TransportRequest& request) {
+  if (request.has_tls_ca) {
+    if (request.insecure) {
+      return absl::InvalidArgumentError(
+          "--insecure (plaintext) and --tls-ca (TLS) contradict each other");
+    }
+    return Transport::kTlsCustomCa;
+  }
+  if (request.tls) {
+    if (request.insecure) {
+      return absl::InvalidArgumentError(
+          "--insecure (plaintext) and --tls contradict each other");
+    }
+    return Transport::kTlsSystemRoots;
+  }
+  if (IsLoopbackAddress(request.server) || request.insecure) {
+    return Transport::kPlaintext;
+  }
+  return Transport::kTlsSystemRoots;
 }
 
 absl::Status CheckTokenFileMode(const std::string& path, mode_t mode) {

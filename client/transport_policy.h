@@ -9,16 +9,34 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace dpopt::client {
 
-// OK when a channel to `server` may be opened: with TLS, to a literal
-// loopback address or Unix socket (core/common/address.h), or with
-// --insecure. Else FAILED_PRECONDITION naming the fixes: the bearer token
-// would cross the network in clear text.
-absl::Status CheckPlaintextPolicy(absl::string_view server, bool tls,
-                                  bool insecure);
+// How the CLI talks to the server.
+enum class Transport {
+  kPlaintext,       // loopback, or --insecure
+  kTlsSystemRoots,  // TLS verified against the system's trusted roots
+  kTlsCustomCa,     // TLS verified against --tls-ca
+};
+
+struct TransportRequest {
+  std::string server;       // --server
+  bool has_tls_ca = false;  // --tls-ca given
+  bool tls = false;         // --tls: TLS even to a loopback address
+  bool insecure = false;    // --insecure: plaintext off loopback
+};
+
+// The transport for `request`; opens nothing:
+//  * --tls-ca: TLS with that CA (with --insecure: INVALID_ARGUMENT);
+//  * --tls: TLS with the system's roots;
+//  * a literal loopback address or Unix socket (core/common/address.h):
+//    plaintext (the server's default listener);
+//  * --insecure: plaintext (the token crosses the network in clear text);
+//  * anything else: TLS with the system's roots. Plaintext never reaches a
+//    non-loopback address unless --insecure says so.
+absl::StatusOr<Transport> ChooseTransport(const TransportRequest& request);
 
 // OK unless `mode` (st_mode of the token file at `path`) gives group or
 // others any access; then FAILED_PRECONDITION saying to chmod 600 it (ssh's

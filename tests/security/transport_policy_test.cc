@@ -36,17 +36,38 @@ TEST(LoopbackTest, OnlyLiteralLoopbackAddressesAndUnixSockets) {
   }
 }
 
-TEST(PlaintextPolicyTest, PlaintextOffLoopbackNeedsInsecure) {
-  EXPECT_TRUE(
-      client::CheckPlaintextPolicy("127.0.0.1:50051", false, false).ok());
-  EXPECT_TRUE(client::CheckPlaintextPolicy("10.0.0.1:50051", true, false).ok());
-  EXPECT_TRUE(client::CheckPlaintextPolicy("10.0.0.1:50051", false, true).ok());
-  for (const char* a : {"10.0.0.1:50051", "unixhost:50051",
-                        "127.x.example.com:50051", "localhost:50051"}) {
-    const absl::Status s = client::CheckPlaintextPolicy(a, false, false);
-    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << a;
-    EXPECT_THAT(std::string(s.message()), HasSubstr("--insecure")) << a;
-    EXPECT_THAT(std::string(s.message()), HasSubstr("--tls-ca")) << a;
+// Plaintext reaches a non-loopback address only with --insecure; without a
+// CA the clients use TLS with the system's roots.
+TEST(TransportPolicyTest, PlaintextOnlyToLoopbackOrWithInsecure) {
+  using client::ChooseTransport;
+  using client::Transport;
+  using client::TransportRequest;
+  auto choose = [](const std::string& server, bool ca, bool tls,
+                   bool insecure) {
+    TransportRequest r;
+    r.server = server;
+    r.has_tls_ca = ca;
+    r.tls = tls;
+    r.insecure = insecure;
+    return ChooseTransport(r);
+  };
+  for (const char* a : {"127.0.0.1:50051", "[::1]:50051", "unix:/tmp/s"}) {
+    EXPECT_EQ(*choose(a, false, false, false), Transport::kPlaintext) << a;
+    EXPECT_EQ(*choose(a, false, true, false), Transport::kTlsSystemRoots) << a;
+    EXPECT_EQ(*choose(a, true, false, false), Transport::kTlsCustomCa) << a;
+  }
+  for (const char* a :
+       {"10.0.0.1:50051", "unixhost:50051", "127.x.example.com:50051",
+        "localhost:50051", "dpopt.example.org:443"}) {
+    EXPECT_EQ(*choose(a, false, false, false), Transport::kTlsSystemRoots) << a;
+    EXPECT_EQ(*choose(a, true, false, false), Transport::kTlsCustomCa) << a;
+    EXPECT_EQ(*choose(a, false, false, true), Transport::kPlaintext) << a;
+    EXPECT_EQ(choose(a, true, false, true).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << a;
+    EXPECT_EQ(choose(a, false, true, true).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << a;
   }
 }
 

@@ -58,7 +58,7 @@ def test_a_token_file_others_can_read_is_refused(tmp_path, mode):
 
 def test_loopback_is_decided_from_the_literal_address_only():
     # Decision functions alone: no channel is created, nothing is sent.
-    from dpopt._connection import is_loopback, check_plaintext
+    from dpopt._connection import is_loopback, choose_tls
     for a in ["127.0.0.1:50051", "127.1.2.3:1", "[::1]:50051", "::1",
               "ipv4:127.0.0.1:5", "dns:///127.0.0.1:5", "unix:/tmp/s",
               "[::ffff:127.0.0.1]:9"]:
@@ -67,13 +67,20 @@ def test_loopback_is_decided_from_the_literal_address_only():
               "localhost:50051", "10.0.0.1:50051", "[::2]:1", "example.org:443",
               "0.0.0.0:50051", "127.1:50051", "dns://8.8.8.8/127.0.0.1.nip.io:1"]:
         assert not is_loopback(a), a
-    check_plaintext("127.0.0.1:50051", None, False)
-    check_plaintext("10.0.0.1:50051", True, False)
-    check_plaintext("10.0.0.1:50051", None, True)
+    # Plaintext to loopback by default; TLS with the system's roots to any
+    # other address; plaintext there only with insecure=True.
+    assert choose_tls("127.0.0.1:50051", None, False) is False
+    assert choose_tls("10.0.0.1:50051", None, False) is True
+    assert choose_tls("unixhost:50051", None, False) is True
+    assert choose_tls("10.0.0.1:50051", None, True) is False
+    assert choose_tls("10.0.0.1:50051", "ca.pem", False) == "ca.pem"
+    assert choose_tls("127.0.0.1:50051", True, False) is True
     with pytest.raises(ValueError, match="insecure=True"):
-        check_plaintext("10.0.0.1:50051", None, False)
-    with pytest.raises(ValueError, match="without TLS"):
-        check_plaintext("unixhost:50051", False, False)
+        choose_tls("10.0.0.1:50051", False, False)
+    with pytest.raises(ValueError, match="refusing plaintext"):
+        choose_tls("unixhost:50051", False, False)
+    with pytest.raises(ValueError, match="contradict"):
+        choose_tls("10.0.0.1:50051", True, True)
 
 
 def test_keyword_helpers_build_the_same_spec_as_a_dict():

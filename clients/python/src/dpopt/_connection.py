@@ -65,15 +65,28 @@ def is_loopback(server):
     return ip.is_loopback
 
 
-def check_plaintext(server, tls, insecure):
-    """Raises ValueError unless a channel to ``server`` may be opened: with
-    TLS, to a loopback address, or with ``insecure=True``."""
-    if tls not in (None, False) or insecure or is_loopback(server):
-        return
-    raise ValueError(
-        f"refusing to connect to {server} without TLS: the bearer token would cross "
-        "the network in clear text. Pass tls=True (system roots) or tls='ca.pem', "
-        "connect to 127.0.0.1, or pass insecure=True if the network path is trusted")
+def choose_tls(server, tls, insecure):
+    """What a channel to ``server`` uses; opens nothing. Returns False for
+    plaintext, True for TLS with the system's trusted roots, or ``tls`` as
+    given (a CA path, a dict, a :class:`TLS`).
+
+    ``tls=None`` (the default): plaintext to a literal loopback address or a
+    Unix socket, or with ``insecure=True``; TLS with the system's roots to
+    anything else. ``tls=False`` asks for plaintext: refused (ValueError) off
+    loopback unless ``insecure=True``. Plaintext never reaches another host
+    unless ``insecure=True`` says so."""
+    if tls is None:
+        return False if (insecure or is_loopback(server)) else True
+    if tls is False:
+        if insecure or is_loopback(server):
+            return False
+        raise ValueError(
+            f"refusing plaintext to {server}: the bearer token would cross the "
+            "network in clear text. Leave tls unset (TLS with the system's roots) "
+            "or pass tls='ca.pem', or insecure=True if the network path is trusted")
+    if insecure:
+        raise ValueError("insecure=True (plaintext) and tls contradict each other")
+    return tls
 
 
 def check_token_file(path, mode=None):
@@ -120,14 +133,13 @@ _MAX_REPLY_BYTES = 256 << 20
 
 
 def make_channel(server, tls, insecure=False):
-    """A channel to `server`: plaintext when `tls` is None or False (only to
-    a loopback address unless `insecure`), else TLS (True: system roots; a
-    path: that CA file; a :class:`TLS`)."""
-    check_plaintext(server, tls, insecure)
+    """A channel to `server`, over what :func:`choose_tls` decides (TLS
+    True: system roots; a path: that CA file; a :class:`TLS`)."""
+    tls = choose_tls(server, tls, insecure)
     # Results with traced iterates can exceed gRPC's default 4 MiB reply
     # limit; the server bounds what it sends.
     options = [("grpc.max_receive_message_length", _MAX_REPLY_BYTES)]
-    if tls is None or tls is False:
+    if tls is False:
         return grpc.insecure_channel(server, options=options)
     if tls is True:
         tls = TLS()

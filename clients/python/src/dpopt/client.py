@@ -42,11 +42,14 @@ class Client:
             ``token_file``, else ``$DPOPT_TOKEN``, else
             ``~/.config/dpopt/token``.
         token_file: a file holding the token.
-        tls: None for plaintext (to a loopback address only, unless
-            ``insecure``), True for TLS with the system's roots, a CA file
-            path, or a :class:`dpopt.TLS` (mutual TLS with ``cert``/``key``).
-        insecure: allow plaintext to a non-loopback address (the token
-            crosses the network in clear text); refused otherwise.
+        tls: None (default): plaintext to a loopback address, TLS with the
+            system's trusted roots to any other; True for TLS with the
+            system's roots always; a CA file path; a :class:`dpopt.TLS`
+            (mutual TLS with ``cert``/``key``); False for plaintext (to a
+            loopback address only, unless ``insecure``).
+        insecure: plaintext to a non-loopback address (the token crosses
+            the network in clear text); without it such connections use
+            TLS.
         timeout: deadline of each call in seconds (imports get 10x).
 
     The client is cheap; use it as a context manager or call :meth:`close`.
