@@ -84,7 +84,12 @@ ABSL_FLAG(std::string, console_listen, "",
           "serve the read-only web console on HOST:PORT (e.g. "
           "127.0.0.1:8080; off when empty, the default). Same tokens and "
           "roles as the API; HTTPS with the --tls-* files when they are "
-          "given; without TLS only on a loopback address unless --insecure");
+          "given; without TLS only on a loopback address unless "
+          "--console-insecure");
+ABSL_FLAG(bool, console_insecure, false,
+          "allow the console on a non-loopback address without TLS (only "
+          "behind a trusted TLS-terminating proxy; tokens travel in clear). "
+          "--insecure does not cover the console");
 // dp_dda MPI execution (distributed-DDA family).
 ABSL_FLAG(std::string, mpirun, "",
           "mpirun of Open MPI (path or name in PATH) for dp_dda jobs with "
@@ -355,7 +360,8 @@ int main(int argc, char** argv) {
       "[--curator-token-file=PATH] "
       "[--tls-cert=PEM "
       "--tls-key=PEM [--tls-client-ca=PEM]] [--insecure] "
-      "[--console-listen=HOST:PORT] [--ledger-mark-file=PATH] "
+      "[--console-listen=HOST:PORT [--console-insecure]] "
+      "[--ledger-mark-file=PATH] "
       "[--reflection] [--max-jobs-per-principal=N] "
       "[--max-estimates-per-second=N] [--max-watches-per-principal=N] "
       "[--max-token-ttl-days=N]\n"
@@ -450,6 +456,7 @@ int main(int argc, char** argv) {
   o.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
   o.insecure = absl::GetFlag(FLAGS_insecure);
   o.console_listen = absl::GetFlag(FLAGS_console_listen);
+  o.console_insecure = absl::GetFlag(FLAGS_console_insecure);
   o.metrics.listen = absl::GetFlag(FLAGS_metrics_listen);
   o.metrics.dataset_budgets = absl::GetFlag(FLAGS_metrics_dataset_budgets);
   o.reflection = absl::GetFlag(FLAGS_reflection);

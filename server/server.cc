@@ -132,7 +132,7 @@ absl::Status ServerOptions::Validate() const {
     co.listen = console_listen;
     co.tls_cert = tls_cert;
     co.tls_key = tls_key;
-    co.insecure = insecure;
+    co.insecure = console_insecure;
     RETURN_IF_ERROR(co.Validate());
   }
   if (tls_cert.empty() && !insecure && !IsLoopbackAddress(listen)) {
@@ -305,7 +305,7 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
     co.tls_cert = options.tls_cert;
     co.tls_key = options.tls_key;
     co.tls_client_ca = options.tls_client_ca;
-    co.insecure = options.insecure;
+    co.insecure = options.console_insecure;
     auto c =
         console::Console::Start(co, s->grpc_server_->InProcessChannel(args));
     if (!c.ok()) {

@@ -85,6 +85,9 @@ struct ServerOptions {
   // (the default). Uses the TLS files above when they are set, and the same
   // loopback-only rule without TLS. Port 0 picks a free port.
   std::string console_listen;
+  // The console on a non-loopback address without TLS (its own flag:
+  // --insecure covers only the gRPC listener).
+  bool console_insecure = false;
   // Prometheus metrics (server/metrics.h); listen empty = off.
   MetricsOptions metrics;
   // The Open MPI launcher (--mpirun and friends); unset = MPI jobs are

@@ -1,11 +1,17 @@
 #include "server/console/console.h"
 
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "httplib.h"
 #include "server/console/assets.h"
 #include "server/console/pages.h"
@@ -19,12 +25,26 @@ constexpr char kCsp[] =
     "img-src 'self' data:; connect-src 'self'; form-action 'self'; "
     "frame-ancestors 'none'; base-uri 'none'";
 
-void SecurityHeaders(httplib::Response& res) {
-  res.set_header("Content-Security-Policy", kCsp);
-  res.set_header("X-Content-Type-Options", "nosniff");
-  res.set_header("X-Frame-Options", "DENY");
-  res.set_header("Referrer-Policy", "no-referrer");
-  res.set_header("Cache-Control", "no-store");
+// Sent with every response: pages, API replies, redirects, errors and the
+// listener's own refusals of malformed requests.
+httplib::Headers SecurityHeaders(bool tls) {
+  httplib::Headers h = {
+      {"Content-Security-Policy", kCsp},
+      {"X-Content-Type-Options", "nosniff"},
+      {"X-Frame-Options", "DENY"},
+      {"Referrer-Policy", "no-referrer"},
+      {"Cache-Control", "no-store"},
+      {"Cross-Origin-Opener-Policy", "same-origin"},
+      {"Cross-Origin-Resource-Policy", "same-origin"},
+  };
+  if (tls) h.emplace("Strict-Transport-Security", "max-age=31536000");
+  return h;
+}
+
+int Seconds(absl::Duration d, int64_t* usec) {
+  const int64_t total = absl::ToInt64Microseconds(d);
+  *usec = total % 1000000;
+  return static_cast<int>(total / 1000000);
 }
 
 void Serve(httplib::Response& res, const Page& page) {
@@ -67,10 +87,115 @@ absl::Status ConsoleOptions::Validate() const {
         "refusing to serve the console on ", listen,
         " without TLS: bearer tokens would cross the network in clear text. "
         "Give --tls-cert and --tls-key, listen on 127.0.0.1, or pass "
-        "--insecure if a trusted proxy terminates TLS"));
+        "--console-insecure if a trusted proxy terminates TLS"));
+  }
+  if (worker_threads < 1 || worker_threads > 256 ||
+      max_queued_connections < 0 || max_queued_connections > 4096) {
+    return absl::InvalidArgumentError(
+        "console: worker_threads must be in [1, 256] and "
+        "max_queued_connections in [0, 4096]");
+  }
+  for (absl::Duration d : {read_timeout, write_timeout, keep_alive_timeout}) {
+    if (d < absl::Milliseconds(10) || d > absl::Minutes(10)) {
+      return absl::InvalidArgumentError(
+          "console: timeouts must be in [10 ms, 10 min]");
+    }
+  }
+  if (keep_alive_max_requests < 1) {
+    return absl::InvalidArgumentError(
+        "console: keep_alive_max_requests must be >= 1");
   }
   return absl::OkStatus();
 }
+
+// httplib's connection queue with a bound: enqueue() (called by the
+// listener thread for each accepted connection) waits while worker_threads
+// connections are being served and max_queued wait, so the listener stops
+// accepting; the kernel's backlog holds the rest. Once stopping, it runs the
+// connection on the caller's thread instead of waiting (the read timeout
+// bounds it), so the listener can exit.
+class Console::BoundedTaskQueue final : public httplib::TaskQueue {
+ public:
+  BoundedTaskQueue(int threads, int max_queued) : max_queued_(max_queued) {
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
+  }
+  ~BoundedTaskQueue() override { shutdown(); }
+
+  void enqueue(std::function<void()> fn) override {
+    {
+      absl::MutexLock lock(&mu_);
+      auto room = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return stopping_ || static_cast<int>(jobs_.size()) < max_queued_ ||
+               (max_queued_ == 0 && idle_ > 0 && jobs_.empty());
+      };
+      mu_.Await(absl::Condition(&room));
+      if (!stopping_) {
+        jobs_.push_back(std::move(fn));
+        return;
+      }
+    }
+    fn();
+  }
+
+  // Stops waiting for room (before httplib::Server::stop).
+  void BeginStop() {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+
+  void shutdown() override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (shut_down_) return;
+      stopping_ = true;
+      shut_down_ = true;
+    }
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ private:
+  void Work() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        absl::MutexLock lock(&mu_);
+        ++idle_;
+        auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+          return !jobs_.empty() || shut_down_;
+        };
+        mu_.Await(absl::Condition(&ready));
+        --idle_;
+        if (jobs_.empty()) return;  // shut down and drained
+        fn = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      fn();
+    }
+  }
+
+  const int max_queued_;
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> jobs_ ABSL_GUARDED_BY(mu_);
+  int idle_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+// What httplib owns (it deletes its task queue when its listener exits):
+// a forwarder to the console's queue, which lives as long as the console.
+class QueueRef final : public httplib::TaskQueue {
+ public:
+  explicit QueueRef(httplib::TaskQueue* queue) : queue_(queue) {}
+  void enqueue(std::function<void()> fn) override {
+    queue_->enqueue(std::move(fn));
+  }
+  void shutdown() override { queue_->shutdown(); }
+
+ private:
+  httplib::TaskQueue* queue_;
+};
 
 absl::StatusOr<std::unique_ptr<Console>> Console::Start(
     const ConsoleOptions& options, std::shared_ptr<grpc::Channel> api) {
@@ -95,13 +220,22 @@ absl::StatusOr<std::unique_ptr<Console>> Console::Start(
   }
   httplib::Server& http = *c->http_;
   http.set_payload_max_length(64 << 10);  // read-only: GET requests only
-  http.set_read_timeout(30, 0);
-  http.set_write_timeout(30, 0);
-  http.set_keep_alive_max_count(100);
+  int64_t usec = 0;
+  int sec = Seconds(options.read_timeout, &usec);
+  http.set_read_timeout(sec, usec);
+  sec = Seconds(options.write_timeout, &usec);
+  http.set_write_timeout(sec, usec);
+  http.set_keep_alive_timeout(static_cast<time_t>(
+      std::max<int64_t>(1, absl::ToInt64Seconds(options.keep_alive_timeout))));
+  http.set_keep_alive_max_count(options.keep_alive_max_requests);
+  http.set_default_headers(SecurityHeaders(c->tls_));
+  c->queue_ = std::make_unique<BoundedTaskQueue>(
+      options.worker_threads, options.max_queued_connections);
+  httplib::TaskQueue* queue = c->queue_.get();
+  http.new_task_queue = [queue] { return new QueueRef(queue); };
 
   Pages* pages = c->pages_.get();
   auto shell = [](const httplib::Request&, httplib::Response& res) {
-    SecurityHeaders(res);
     res.set_content(kShellHtml, "text/html; charset=utf-8");
   };
   auto auth = [](const httplib::Request& req) {
@@ -118,52 +252,42 @@ absl::StatusOr<std::unique_ptr<Console>> Console::Start(
   http.Get(R"(/console/(jobs|datasets|ledger)/[^/]+)", shell);
   http.Get("/console/login",
            [](const httplib::Request&, httplib::Response& res) {
-             SecurityHeaders(res);
              res.set_content(kLoginHtml, "text/html; charset=utf-8");
            });
   http.Get("/console/static/console.js",
            [](const httplib::Request&, httplib::Response& res) {
-             SecurityHeaders(res);
              res.set_content(kConsoleJs, "text/javascript; charset=utf-8");
            });
   http.Get("/console/static/console.css",
            [](const httplib::Request&, httplib::Response& res) {
-             SecurityHeaders(res);
              res.set_content(kConsoleCss, "text/css; charset=utf-8");
            });
   http.Get("/console/api/whoami",
            [pages, auth](const httplib::Request& req, httplib::Response& res) {
-             SecurityHeaders(res);
              Serve(res, pages->WhoAmI(auth(req)));
            });
   http.Get("/console/api/datasets",
            [pages, auth](const httplib::Request& req, httplib::Response& res) {
-             SecurityHeaders(res);
              Serve(res, pages->Datasets(auth(req)));
            });
   http.Get(R"(/console/api/datasets/([^/]+))",
            [pages, auth](const httplib::Request& req, httplib::Response& res) {
-             SecurityHeaders(res);
              Serve(res, pages->Dataset(auth(req), req.matches[1]));
            });
   http.Get(R"(/console/api/ledger/([^/]+))",
            [pages, auth](const httplib::Request& req, httplib::Response& res) {
-             SecurityHeaders(res);
              Serve(res, pages->Ledger(auth(req), req.matches[1]));
            });
   http.Get("/console/api/jobs",
            [pages, auth](const httplib::Request& req, httplib::Response& res) {
-             SecurityHeaders(res);
              Serve(res, pages->Jobs(auth(req)));
            });
   http.Get(R"(/console/api/jobs/([^/]+))",
            [pages, auth](const httplib::Request& req, httplib::Response& res) {
-             SecurityHeaders(res);
              Serve(res, pages->Job(auth(req), req.matches[1]));
            });
   http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) {
-      SecurityHeaders(res);
       res.set_content(absl::StrCat("HTTP ", res.status), "text/plain");
     }
   });
@@ -187,8 +311,10 @@ absl::StatusOr<std::unique_ptr<Console>> Console::Start(
 Console::~Console() { Stop(); }
 
 void Console::Stop() {
+  if (queue_ != nullptr) queue_->BeginStop();
   if (http_) http_->stop();
   if (thread_.joinable()) thread_.join();
+  if (queue_ != nullptr) queue_->shutdown();
 }
 
 }  // namespace dpopt::server::console

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 
 namespace httplib {
@@ -36,8 +37,22 @@ struct ConsoleOptions {
   std::string tls_key;
   std::string tls_client_ca;
   // Without TLS the console listens only on a loopback address unless this
-  // is set (same rule as the gRPC listener).
+  // is set (dpopt-server --console-insecure; the gRPC listener's --insecure
+  // does not cover the console).
   bool insecure = false;
+  // Connections served at once, and accepted connections waiting for a
+  // worker. Past both the listener stops accepting until one frees (further
+  // clients wait in the kernel's backlog): a flood of idle connections
+  // (slowloris) holds at most this many, never more threads or memory.
+  int worker_threads = 4;
+  int max_queued_connections = 32;
+  // A request's bytes must keep arriving: each read (request line, headers)
+  // waits at most read_timeout; an idle keep-alive connection is closed
+  // after keep_alive_timeout and after keep_alive_max_requests requests.
+  absl::Duration read_timeout = absl::Seconds(5);
+  absl::Duration write_timeout = absl::Seconds(10);
+  absl::Duration keep_alive_timeout = absl::Seconds(5);
+  int keep_alive_max_requests = 100;
   absl::Status Validate() const;
 };
 
@@ -57,7 +72,10 @@ class Console {
  private:
   Console() = default;
 
+  class BoundedTaskQueue;
+
   std::unique_ptr<Pages> pages_;
+  std::unique_ptr<BoundedTaskQueue> queue_;
   std::unique_ptr<httplib::Server> http_;
   std::thread thread_;
   int port_ = 0;

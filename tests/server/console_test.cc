@@ -1,15 +1,27 @@
 // Unit tests of the web console's building blocks: the SVG plots
 // (ticks, escaping, non-finite data), HTML helpers, the HTTP status mapping
-// and the listener's options. The pages themselves are tested in a real
-// browser against a real server (tests/e2e/console/browser_test.py).
+// and the listener's options, headers and bounds against idle clients
+// (loopback only). The pages themselves are tested in a real browser
+// against a real server (tests/e2e/console/browser_test.py).
 #include "server/console/console.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <string>
+#include <vector>
 
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "server/console/html.h"
 #include "server/console/pages.h"
 #include "server/console/svg_plot.h"
@@ -148,6 +160,118 @@ TEST(ConsoleOptionsTest, RejectsMalformedAddresses) {
     o.listen = bad;
     EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
+}
+
+// A console whose pages are never asked for: the API channel is never used
+// by the routes these tests request (shell, static files, redirects).
+std::unique_ptr<Console> StartConsole(const ConsoleOptions& o) {
+  auto api =
+      grpc::CreateChannel("127.0.0.1:1", grpc::InsecureChannelCredentials());
+  auto c = Console::Start(o, api);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *std::move(c) : nullptr;
+}
+
+TEST(ConsoleListenerTest, SecurityHeadersOnEveryResponseIncludingRedirects) {
+  ConsoleOptions o;
+  o.listen = "127.0.0.1:0";
+  std::unique_ptr<Console> console = StartConsole(o);
+  ASSERT_NE(console, nullptr);
+  httplib::Client http("127.0.0.1", console->port());
+  http.set_follow_location(false);
+  for (const char* path : {"/", "/console", "/console/", "/console/login",
+                           "/console/static/console.js", "/no/such/page"}) {
+    httplib::Result r = http.Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_THAT(r->get_header_value("Content-Security-Policy"),
+                HasSubstr("default-src 'none'"))
+        << path << " " << r->status;
+    EXPECT_EQ(r->get_header_value("X-Frame-Options"), "DENY") << path;
+    EXPECT_EQ(r->get_header_value("X-Content-Type-Options"), "nosniff") << path;
+    EXPECT_EQ(r->get_header_value("Cache-Control"), "no-store") << path;
+    EXPECT_EQ(r->get_header_value("Referrer-Policy"), "no-referrer") << path;
+  }
+  httplib::Result redirect = http.Get("/");
+  ASSERT_TRUE(redirect);
+  EXPECT_EQ(redirect->status, 302);
+  EXPECT_EQ(redirect->get_header_value("Location"), "/console/");
+}
+
+// Sockets this process has open (the test's clients and the console's
+// accepted connections alike).
+int SocketCount() {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const auto target = std::filesystem::read_symlink(e.path(), ec);
+    if (!ec && target.string().rfind("socket:", 0) == 0) ++n;
+  }
+  return n;
+}
+
+// Slowloris: connections that send half a request and then nothing. The
+// console holds at most worker_threads + max_queued_connections (+1 being
+// handed over) of them at once, closes each after its timeouts, and answers
+// a real request afterwards.
+TEST(ConsoleListenerTest, IdleAndSlowConnectionsAreBoundedAndClosed) {
+  ConsoleOptions o;
+  o.listen = "127.0.0.1:0";
+  o.worker_threads = 2;
+  o.max_queued_connections = 2;
+  o.read_timeout = absl::Milliseconds(200);
+  o.keep_alive_timeout = absl::Seconds(1);
+  std::unique_ptr<Console> console = StartConsole(o);
+  ASSERT_NE(console, nullptr);
+  const int sockets_before = SocketCount();
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(console->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  constexpr int kClients = 16;
+  std::vector<int> fds;
+  for (int i = 0; i < kClients; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
+              0);
+    const char partial[] = "GET /console/ HTTP/1.1\r\nHost: x";
+    ASSERT_GT(::send(fd, partial, sizeof(partial) - 1, MSG_NOSIGNAL), 0);
+    fds.push_back(fd);
+  }
+  int most_accepted = 0;
+  // Every connection is closed by the server (EOF), in rounds of
+  // worker_threads per keep-alive wait plus read timeout (about 1.2 s):
+  // 16 / 2 x 1.2 s = 10 s; 40 s bound.
+  const absl::Time deadline = absl::Now() + absl::Seconds(40);
+  int closed = 0;
+  std::vector<bool> done(fds.size(), false);
+  while (closed < kClients && absl::Now() < deadline) {
+    // Open sockets = the clients' (all open until the end) + the
+    // console's accepted ones.
+    most_accepted =
+        std::max(most_accepted, SocketCount() - sockets_before - kClients);
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (done[i]) continue;
+      pollfd p{fds[i], POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = ::recv(fds[i], buf, sizeof(buf), MSG_DONTWAIT);
+      if (n <= 0) {
+        done[i] = true;
+        ++closed;
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  for (int fd : fds) ::close(fd);
+  EXPECT_EQ(closed, kClients) << "idle connections still open after 40 s";
+  EXPECT_LE(most_accepted, o.worker_threads + o.max_queued_connections + 1);
+  EXPECT_GT(most_accepted, 0);
+  httplib::Client http("127.0.0.1", console->port());
+  http.set_connection_timeout(5);
+  httplib::Result r = http.Get("/console/");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
 }
 
 }  // namespace
