@@ -118,6 +118,59 @@ int PrincipalList(const ParsedArgs& a, const Globals& g) {
   return 0;
 }
 
+// "8", or "server" when the principal has no limit of its own.
+std::string OwnLimit(bool has, int value) {
+  if (!has) return "server";
+  return value == 0 ? std::string("none") : std::to_string(value);
+}
+
+int PrincipalLimits(const ParsedArgs& a, const Globals& g) {
+  if (a.positional().size() != 1) {
+    return UsageError(
+        "usage: dpopt principal limits NAME [--max-jobs=N] "
+        "[--max-estimates-per-second=N] [--max-watches=N]");
+  }
+  pb::SetPrincipalLimitsRequest req;
+  req.set_name(a.positional()[0]);
+  struct Field {
+    const char* flag;
+    void (pb::PrincipalLimits::*set)(int32_t);
+  };
+  for (const Field& f :
+       {Field{"max-jobs", &pb::PrincipalLimits::set_max_active_jobs},
+        Field{"max-estimates-per-second",
+              &pb::PrincipalLimits::set_max_estimates_per_second},
+        Field{"max-watches", &pb::PrincipalLimits::set_max_watch_streams}}) {
+    if (!a.Has(f.flag)) continue;
+    auto v = a.GetInt(f.flag);
+    if (!v.ok() || *v < 0 || *v > 1000000) {
+      return UsageError(absl::StrCat(
+          "--", f.flag, " must be in [0, 1000000] (0 = no limit)"));
+    }
+    (req.mutable_limits()->*f.set)(static_cast<int32_t>(*v));
+  }
+  Client c(g);
+  auto ctx = c.Context();
+  pb::Principal out;
+  grpc::Status s = c.admin().SetPrincipalLimits(ctx.get(), req, &out);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(out) << std::endl;
+    return 0;
+  }
+  const pb::PrincipalLimits& l = out.limits();
+  std::cout << out.name() << "'s own limits (\"server\": the server's flag; "
+            << "\"none\": no limit): jobs "
+            << OwnLimit(l.has_max_active_jobs(), l.max_active_jobs())
+            << ", estimates/s "
+            << OwnLimit(l.has_max_estimates_per_second(),
+                        l.max_estimates_per_second())
+            << ", watches "
+            << OwnLimit(l.has_max_watch_streams(), l.max_watch_streams())
+            << "\n";
+  return 0;
+}
+
 int PrincipalRevoke(const ParsedArgs& a, const Globals& g) {
   if (a.positional().size() != 1) {
     return UsageError("usage: dpopt principal revoke NAME");
@@ -356,6 +409,20 @@ std::vector<Command> AdminCommands() {
         no_expiry},
        PrincipalCreate},
       {"principal list", "", "list principals (curator)", {}, PrincipalList},
+      {"principal limits",
+       "NAME",
+       "set a principal's own resource limits, replacing the server's flags "
+       "for it; a limit left out falls back to the server's (curator)",
+       {{"max-jobs", false,
+         "jobs queued or running (server: --max-jobs-per-principal); 0 = no "
+         "limit",
+         "N"},
+        {"max-estimates-per-second", false,
+         "EstimateJob calls per second (server: --max-estimates-per-second)",
+         "N"},
+        {"max-watches", false,
+         "open WatchJob streams (server: --max-watches-per-principal)", "N"}},
+       PrincipalLimits},
       {"principal revoke",
        "NAME",
        "revoke a principal and all its tokens, effective immediately "

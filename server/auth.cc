@@ -90,7 +90,7 @@ absl::StatusOr<Caller> Authenticator::Authenticate(
       (tok.expires_at_micros != 0 && now >= tok.expires_at_micros)) {
     return Unauthenticated();
   }
-  return Caller{principal.name, principal.role, tok.id};
+  return Caller{principal.name, principal.role, tok.id, principal.limits};
 }
 
 absl::Status TokenLifetimeOptions::Validate() const {

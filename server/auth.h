@@ -27,6 +27,8 @@ struct Caller {
   std::string name;
   storage::Role role = storage::Role::kAnalyst;
   std::string token_id;  // public id of the token used (never the secret)
+  // The principal's own limits (unset: the server's).
+  storage::PrincipalLimitOverrides limits;
   bool curator() const { return role == storage::Role::kCurator; }
 };
 

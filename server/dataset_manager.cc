@@ -271,8 +271,8 @@ class DatasetManager::BufferedImport : public PendingImport {
     return absl::OkStatus();
   }
   absl::StatusOr<v1::DatasetInfo> Finish() override {
-    // Piecewise-affine: describe the problem from the parsed slopes (public), then
-    // store rows and description in one transaction.
+    // Piecewise-affine: describe the problem from the parsed slopes (public),
+    // then store rows and description in one transaction.
     ASSIGN_OR_RETURN(storage::ParsedRows rows,
                      storage::ParseDatasetFile(options_, bytes_));
     bytes_.clear();

@@ -142,8 +142,10 @@ absl::StatusOr<v1::JobEstimate> JobManager::Estimate(
 
 absl::StatusOr<v1::Job> JobManager::Submit(
     const v1::JobSpec& spec, const std::string& principal,
-    const std::function<void(const std::string&)>& on_id) {
-  absl::StatusOr<v1::Job> job = Admit(spec, principal, on_id);
+    const std::function<void(const std::string&)>& on_id,
+    std::optional<int> own_max_active_jobs) {
+  absl::StatusOr<v1::Job> job =
+      Admit(spec, principal, on_id, own_max_active_jobs);
   LogFields fields;
   fields.principal = principal;
   fields.dataset = spec.dataset().substr(0, 128);
@@ -174,7 +176,8 @@ absl::StatusOr<v1::Job> JobManager::Submit(
 
 absl::StatusOr<v1::Job> JobManager::Admit(
     const v1::JobSpec& spec, const std::string& principal,
-    const std::function<void(const std::string&)>& on_id) {
+    const std::function<void(const std::string&)>& on_id,
+    std::optional<int> own_max_active_jobs) {
   if (draining_.load()) {
     return absl::UnavailableError(
         "the server is shutting down and admits no new jobs; nothing was "
@@ -187,7 +190,7 @@ absl::StatusOr<v1::Job> JobManager::Admit(
   // cost budget. The slot is released when the job's work is dropped
   // (after it ran, or unrun at shutdown) or on any return before that.
   ASSIGN_OR_RETURN(std::shared_ptr<ConcurrencyLimiter::Slot> slot,
-                   active_jobs_->Acquire(principal));
+                   active_jobs_->Acquire(principal, own_max_active_jobs));
   ASSIGN_OR_RETURN(jobs::JobRunner::Ticket ticket, runner_->Reserve());
 
   JobRecord record;

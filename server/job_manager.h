@@ -77,9 +77,12 @@ class JobManager {
   // `on_id` (optional) learns the new job's id before the admission transaction
   // commits (the RPC's audit record, written in that transaction, names the
   // job).
+  // `own_max_active_jobs` is the principal's own job limit, if a curator set
+  // one (else the server's).
   absl::StatusOr<v1::Job> Submit(
       const v1::JobSpec& spec, const std::string& principal,
-      const std::function<void(const std::string&)>& on_id = nullptr);
+      const std::function<void(const std::string&)>& on_id = nullptr,
+      std::optional<int> own_max_active_jobs = std::nullopt);
   absl::StatusOr<v1::Job> Get(const std::string& id);
   // Every job of `dataset` (empty: all), oldest first (internal use).
   absl::StatusOr<v1::ListJobsResponse> List(const std::string& dataset);
@@ -120,7 +123,8 @@ class JobManager {
   // Submit without the metrics.
   absl::StatusOr<v1::Job> Admit(
       const v1::JobSpec& spec, const std::string& principal,
-      const std::function<void(const std::string&)>& on_id);
+      const std::function<void(const std::string&)>& on_id,
+      std::optional<int> own_max_active_jobs);
   void Execute(const std::string& job_id, std::shared_ptr<PreparedJob> prepared,
                const jobs::CancellationToken& token);
   absl::Status RunJob(const std::string& job_id, const PreparedJob& prepared,

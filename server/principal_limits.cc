@@ -26,14 +26,19 @@ absl::Status PrincipalLimits::Validate() const {
 ConcurrencyLimiter::Slot::~Slot() { owner_->Release(key_); }
 
 absl::StatusOr<std::shared_ptr<ConcurrencyLimiter::Slot>>
-ConcurrencyLimiter::Acquire(const std::string& key) {
+ConcurrencyLimiter::Acquire(const std::string& key,
+                            std::optional<int> own_max) {
+  const int max = own_max.value_or(max_);
   absl::MutexLock lock(&mu_);
   int64_t& n = in_use_[key];
-  if (max_ > 0 && n >= max_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("\"", key, "\" already has ", n, " ", what_,
-                     ", the most one principal may have (server flag ", flag_,
-                     "); nothing was charged. Wait for one to end"));
+  if (max > 0 && n >= max) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "\"", key, "\" already has ", n, " ", what_, ", the most ",
+        own_max.has_value()
+            ? "this principal may have (its own limit, set by a curator: "
+              "dpopt principal limits)"
+            : absl::StrCat("one principal may have (server flag ", flag_, ")"),
+        "; nothing was charged. Wait for one to end"));
   }
   ++n;
   return std::shared_ptr<Slot>(new Slot(this, key));
@@ -52,10 +57,12 @@ void ConcurrencyLimiter::Release(const std::string& key) {
   if (--it->second <= 0) in_use_.erase(it);
 }
 
-absl::Status RateLimiter::Allow(const std::string& key, absl::Time now) {
-  if (rate_ == 0) return absl::OkStatus();
+absl::Status RateLimiter::Allow(const std::string& key, absl::Time now,
+                                std::optional<int> own_rate) {
+  const int rate = own_rate.value_or(rate_);
+  if (rate == 0) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
-  const double capacity = rate_;  // a burst of one second's worth
+  const double capacity = rate;  // a burst of one second's worth
   if (buckets_.size() > 4096) {
     // Forget full buckets (idle keys): they hold nothing a new bucket lacks.
     absl::erase_if(buckets_, [&](const auto& kv) {
@@ -71,14 +78,18 @@ absl::Status RateLimiter::Allow(const std::string& key, absl::Time now) {
   } else {
     const double elapsed =
         std::max(0.0, absl::ToDoubleSeconds(now - b.refilled));
-    b.tokens = std::min(capacity, b.tokens + elapsed * rate_);
+    b.tokens = std::min(capacity, b.tokens + elapsed * rate);
   }
   b.refilled = now;
   if (b.tokens < 1) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "\"", key, "\" made more than ", rate_, " ", what_,
-        " per second, the most one principal may make (server flag ", flag_,
-        "); nothing was charged. Retry in a second"));
+        "\"", key, "\" made more than ", rate, " ", what_,
+        " per second, the most ",
+        own_rate.has_value()
+            ? "this principal may make (its own limit, set by a curator: "
+              "dpopt principal limits)"
+            : absl::StrCat("one principal may make (server flag ", flag_, ")"),
+        "; nothing was charged. Retry in a second"));
   }
   b.tokens -= 1;
   return absl::OkStatus();

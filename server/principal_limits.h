@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -68,8 +69,10 @@ class ConcurrencyLimiter {
   // REQUIRES: every Slot is gone.
   ~ConcurrencyLimiter() = default;
 
-  // RESOURCE_EXHAUSTED when `key` already holds max_per_key slots.
-  absl::StatusOr<std::shared_ptr<Slot>> Acquire(const std::string& key);
+  // RESOURCE_EXHAUSTED when `key` already holds max_per_key slots, or
+  // `own_max` if set (the principal's own limit; 0 = none).
+  absl::StatusOr<std::shared_ptr<Slot>> Acquire(
+      const std::string& key, std::optional<int> own_max = std::nullopt);
   int64_t InUse(const std::string& key) const;
 
  private:
@@ -87,8 +90,10 @@ class RateLimiter {
   // `per_second` 0 = no limit.
   RateLimiter(int per_second, std::string what, std::string flag)
       : rate_(per_second), what_(std::move(what)), flag_(std::move(flag)) {}
-  // OK and takes one token, or RESOURCE_EXHAUSTED (nothing taken).
-  absl::Status Allow(const std::string& key, absl::Time now = absl::Now());
+  // OK and takes one token, or RESOURCE_EXHAUSTED (nothing taken). `own_rate`
+  // if set replaces per_second for this key (the principal's own limit).
+  absl::Status Allow(const std::string& key, absl::Time now = absl::Now(),
+                     std::optional<int> own_rate = std::nullopt);
 
  private:
   struct Bucket {

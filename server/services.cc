@@ -175,6 +175,15 @@ v1::Principal ToProto(const storage::PrincipalRecord& p) {
   out.set_role(ToProtoRole(p.role));
   *out.mutable_created_at() = ToTimestamp(p.created_at_micros);
   out.set_revoked(p.revoked_at_micros != 0);
+  v1::PrincipalLimits* l = out.mutable_limits();
+  if (p.limits.max_active_jobs)
+    l->set_max_active_jobs(*p.limits.max_active_jobs);
+  if (p.limits.max_estimates_per_second) {
+    l->set_max_estimates_per_second(*p.limits.max_estimates_per_second);
+  }
+  if (p.limits.max_watch_streams) {
+    l->set_max_watch_streams(*p.limits.max_watch_streams);
+  }
   return out;
 }
 
@@ -401,7 +410,9 @@ grpc::Status JobServiceImpl::EstimateJob(grpc::ServerContext* ctx,
   if (!call.admitted().ok()) return call.Done(call.admitted());
   absl::Status s = env_.estimates == nullptr
                        ? absl::OkStatus()
-                       : env_.estimates->Allow(call.caller().name);
+                       : env_.estimates->Allow(
+                             call.caller().name, absl::Now(),
+                             call.caller().limits.max_estimates_per_second);
   if (s.ok()) s = CheckSpecVisible(*env_.auth, call.caller(), request->spec());
   if (s.ok())
     s = Assign(jobs_->Estimate(request->spec(), call.caller().name), response);
@@ -416,8 +427,10 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* ctx,
   if (!call.admitted().ok()) return call.Done(call.admitted());
   absl::Status s = CheckSpecVisible(*env_.auth, call.caller(), request->spec());
   if (s.ok()) {
-    s = Assign(jobs_->Submit(request->spec(), call.caller().name,
-                             [&call](const std::string& id) { call.job(id); }),
+    s = Assign(jobs_->Submit(
+                   request->spec(), call.caller().name,
+                   [&call](const std::string& id) { call.job(id); },
+                   call.caller().limits.max_active_jobs),
                response);
   }
   if (!s.ok()) call.job("");  // the id was never created
@@ -460,7 +473,8 @@ grpc::Status JobServiceImpl::WatchJob(
   if (!call.admitted().ok()) return call.Done(call.admitted());
   std::shared_ptr<ConcurrencyLimiter::Slot> slot;
   if (env_.watches != nullptr) {
-    auto acquired = env_.watches->Acquire(call.caller().name);
+    auto acquired = env_.watches->Acquire(
+        call.caller().name, call.caller().limits.max_watch_streams);
     if (!acquired.ok()) return call.Done(acquired.status());
     slot = *std::move(acquired);
   }
@@ -635,6 +649,32 @@ grpc::Status AdminServiceImpl::RevokePrincipal(
         ASSIGN_OR_RETURN(auto p, env_.access->RevokePrincipal(req->name()));
         // Its open streams end now (docs/security.md).
         if (env_.streams != nullptr) env_.streams->CancelPrincipal(p.name);
+        return ToProto(p);
+      }(),
+      resp));
+}
+
+grpc::Status AdminServiceImpl::SetPrincipalLimits(
+    grpc::ServerContext* ctx, const v1::SetPrincipalLimitsRequest* req,
+    v1::Principal* resp) {
+  Call call(env_, ctx, "AdminService/SetPrincipalLimits", req);
+  call.target(req->name());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
+  return call.Done(Assign(
+      [&]() -> absl::StatusOr<v1::Principal> {
+        RETURN_IF_ERROR(Authenticator::RequireCurator(
+            call.caller(), "setting a principal's limits"));
+        storage::PrincipalLimitOverrides l;
+        const v1::PrincipalLimits& in = req->limits();
+        if (in.has_max_active_jobs()) l.max_active_jobs = in.max_active_jobs();
+        if (in.has_max_estimates_per_second()) {
+          l.max_estimates_per_second = in.max_estimates_per_second();
+        }
+        if (in.has_max_watch_streams()) {
+          l.max_watch_streams = in.max_watch_streams();
+        }
+        ASSIGN_OR_RETURN(storage::PrincipalRecord p,
+                         env_.access->SetPrincipalLimits(req->name(), l));
         return ToProto(p);
       }(),
       resp));

@@ -119,6 +119,9 @@ class AdminServiceImpl final : public v1::AdminService::Service {
   grpc::Status RevokePrincipal(grpc::ServerContext* ctx,
                                const v1::RevokePrincipalRequest* req,
                                v1::Principal* resp) override;
+  grpc::Status SetPrincipalLimits(grpc::ServerContext* ctx,
+                                  const v1::SetPrincipalLimitsRequest* req,
+                                  v1::Principal* resp) override;
   grpc::Status CreateToken(grpc::ServerContext* ctx,
                            const v1::CreateTokenRequest* req,
                            v1::CreatedToken* resp) override;

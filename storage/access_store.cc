@@ -29,7 +29,13 @@ bool ValidName(absl::string_view name) {
 }
 
 constexpr char kSelectPrincipal[] =
-    "SELECT id, name, role, created_at, revoked_at FROM principals ";
+    "SELECT id, name, role, created_at, revoked_at, max_active_jobs, "
+    "max_estimates_per_second, max_watch_streams FROM principals ";
+
+std::optional<int> OptionalInt(Statement& st, int col) {
+  if (st.ColumnIsNull(col)) return std::nullopt;
+  return static_cast<int>(st.ColumnInt64(col));
+}
 
 PrincipalRecord ReadPrincipal(Statement& st, int first = 0) {
   PrincipalRecord p;
@@ -38,6 +44,9 @@ PrincipalRecord ReadPrincipal(Statement& st, int first = 0) {
   p.role = st.ColumnInt64(first + 2) == 1 ? Role::kCurator : Role::kAnalyst;
   p.created_at_micros = st.ColumnInt64(first + 3);
   p.revoked_at_micros = st.ColumnInt64(first + 4);
+  p.limits.max_active_jobs = OptionalInt(st, first + 5);
+  p.limits.max_estimates_per_second = OptionalInt(st, first + 6);
+  p.limits.max_watch_streams = OptionalInt(st, first + 7);
   return p;
 }
 
@@ -137,6 +146,42 @@ absl::StatusOr<PrincipalRecord> AccessStore::GetPrincipal(
     absl::string_view name) {
   return db_.WithConnection(
       [&](Connection& conn) { return GetPrincipalLocked(conn, name); });
+}
+
+absl::StatusOr<PrincipalRecord> AccessStore::SetPrincipalLimits(
+    absl::string_view name, const PrincipalLimitOverrides& limits) {
+  for (const std::optional<int>& l :
+       {limits.max_active_jobs, limits.max_estimates_per_second,
+        limits.max_watch_streams}) {
+    if (l.has_value() && (*l < 0 || *l > 1000000)) {
+      return absl::InvalidArgumentError(
+          "a principal's limit must be in [0, 1000000] (0 = no limit)");
+    }
+  }
+  return db_.WithConnection(
+      [&](Connection& conn) -> absl::StatusOr<PrincipalRecord> {
+        Transaction txn(conn);
+        RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
+        ASSIGN_OR_RETURN(PrincipalRecord p, GetPrincipalLocked(conn, name));
+        ASSIGN_OR_RETURN(
+            Statement st,
+            conn.Prepare("UPDATE principals SET max_active_jobs = ?, "
+                         "max_estimates_per_second = ?, "
+                         "max_watch_streams = ? WHERE id = ?"));
+        int index = 1;
+        for (const std::optional<int>& l :
+             {limits.max_active_jobs, limits.max_estimates_per_second,
+              limits.max_watch_streams}) {
+          RETURN_IF_ERROR(l.has_value() ? st.BindInt64(index, *l)
+                                        : st.BindNull(index));
+          ++index;
+        }
+        RETURN_IF_ERROR(st.BindInt64(4, p.id));
+        RETURN_IF_ERROR(st.Run());
+        RETURN_IF_ERROR(txn.Commit());
+        p.limits = limits;
+        return p;
+      });
 }
 
 absl::StatusOr<PrincipalRecord> AccessStore::RevokePrincipal(
@@ -241,7 +286,9 @@ AccessStore::LookupToken(absl::string_view id) {
             conn.Prepare(absl::StrCat(
                 "SELECT t.id, p.name, t.secret_sha256, t.created_at, "
                 "t.expires_at, t.revoked_at, t.label, p.id, p.name, p.role, "
-                "p.created_at, p.revoked_at FROM tokens t JOIN principals p "
+                "p.created_at, p.revoked_at, p.max_active_jobs, "
+                "p.max_estimates_per_second, p.max_watch_streams "
+                "FROM tokens t JOIN principals p "
                 "ON p.id = t.principal_id WHERE t.id = ?")));
         RETURN_IF_ERROR(st.BindText(1, id));
         ASSIGN_OR_RETURN(bool row, st.Step());

@@ -29,12 +29,21 @@ class Database;
 enum class Role { kCurator = 1, kAnalyst = 2 };
 std::string RoleName(Role role);  // "curator", "analyst"
 
+// A principal's own resource limits, overriding the server's
+// (server/principal_limits.h); unset = the server's, 0 = no limit.
+struct PrincipalLimitOverrides {
+  std::optional<int> max_active_jobs;
+  std::optional<int> max_estimates_per_second;
+  std::optional<int> max_watch_streams;
+};
+
 struct PrincipalRecord {
   int64_t id = 0;
   std::string name;
   Role role = Role::kAnalyst;
   int64_t created_at_micros = 0;
   int64_t revoked_at_micros = 0;  // 0 = active
+  PrincipalLimitOverrides limits;
 };
 
 struct TokenRecord {
@@ -105,6 +114,11 @@ class AccessStore {
                                                   Role role);
   absl::StatusOr<std::vector<PrincipalRecord>> ListPrincipals();
   absl::StatusOr<PrincipalRecord> GetPrincipal(absl::string_view name);
+  // Replaces the principal's own limits (each unset one falls back to the
+  // server's). NOT_FOUND; INVALID_ARGUMENT for a negative limit or one over
+  // 1,000,000.
+  absl::StatusOr<PrincipalRecord> SetPrincipalLimits(
+      absl::string_view name, const PrincipalLimitOverrides& limits);
   // Revokes the principal and every token of it (effective immediately).
   absl::StatusOr<PrincipalRecord> RevokePrincipal(absl::string_view name);
   // Number of principals (any state): 0 on a fresh database.

@@ -198,11 +198,19 @@ INSERT INTO meta(key, value)
   SELECT 'audit_chain_start', CAST(COALESCE(MAX(seq), 0) AS TEXT) FROM audit;
 )sql";
 
+// Version 6 (hostile clients): a principal's own resource limits, overriding
+// the server's flags; NULL = the server's, 0 = no limit.
+constexpr char kV6[] = R"sql(
+ALTER TABLE principals ADD COLUMN max_active_jobs INTEGER;
+ALTER TABLE principals ADD COLUMN max_estimates_per_second INTEGER;
+ALTER TABLE principals ADD COLUMN max_watch_streams INTEGER;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& SchemaMigrations() {
   static const auto* const kMigrations = new std::vector<Migration>{
-      {1, kV1}, {2, kV2}, {3, kV3}, {4, kV4}, {5, kV5},
+      {1, kV1}, {2, kV2}, {3, kV3}, {4, kV4}, {5, kV5}, {6, kV6},
   };
   return *kMigrations;
 }

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -250,6 +251,14 @@ std::vector<Rpc> Table() {
          r.set_name("nobody");
          return Unary<v1::RevokePrincipalRequest, v1::Principal>(
              *s.admin, &v1::AdminService::Stub::RevokePrincipal, r);
+       },
+       nf, pd, pd},
+      {"dpopt.v1.AdminService.SetPrincipalLimits",
+       [](Stubs& s, const std::string&) {
+         v1::SetPrincipalLimitsRequest r;
+         r.set_name("nobody");
+         return Unary<v1::SetPrincipalLimitsRequest, v1::Principal>(
+             *s.admin, &v1::AdminService::Stub::SetPrincipalLimits, r);
        },
        nf, pd, pd},
       {"dpopt.v1.AdminService.CreateToken",
@@ -574,6 +583,71 @@ TEST(TokenLifetimeTest, RotatingTheCuratorTokenRevokesTheOldOne) {
     audited |= e.method() == "rotate-curator-token";
   }
   EXPECT_TRUE(audited);
+}
+
+TEST(PrincipalLimitsTest, ACuratorOverridesTheServersLimitsPerPrincipal) {
+  TestServer server(
+      [](server::ServerOptions& o) { o.limits.max_estimates_per_second = 2; });
+  ASSERT_TRUE(server.Import(Header("d", 100), SmallCsv(200)).ok());
+  std::map<std::string, std::string> tokens;
+  for (const char* who : {"alice", "bob", "carol"}) {
+    tokens[who] = server.CreateAnalyst(who);
+    ASSERT_TRUE(server.Grant(who, "d").ok());
+  }
+  auto set = [&](const std::string& who, std::optional<int> estimates,
+                 std::optional<int> watches) {
+    grpc::ClientContext ctx;
+    v1::SetPrincipalLimitsRequest r;
+    r.set_name(who);
+    if (estimates) r.mutable_limits()->set_max_estimates_per_second(*estimates);
+    if (watches) r.mutable_limits()->set_max_watch_streams(*watches);
+    v1::Principal p;
+    grpc::Status s = server.admin().SetPrincipalLimits(&ctx, r, &p);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return p;
+  };
+  const v1::Principal alice = set("alice", 6, 1);
+  EXPECT_EQ(alice.limits().max_estimates_per_second(), 6);
+  EXPECT_FALSE(set("carol", 0, std::nullopt).limits().has_max_watch_streams());
+  // A burst of estimates within one second: bob has the server's 2,
+  // alice her own 6, carol none (0).
+  auto burst = [&](const std::string& who) {
+    Stubs as(TokenChannel(server.target(), tokens[who]));
+    int admitted = 0;
+    std::string refusal;
+    for (int i = 0; i < 10; ++i) {
+      grpc::ClientContext ctx;
+      v1::EstimateJobRequest r;
+      *r.mutable_spec() = Spec("d", 0.1);
+      v1::JobEstimate e;
+      grpc::Status s = as.jobs->EstimateJob(&ctx, r, &e);
+      if (s.ok()) {
+        ++admitted;
+      } else {
+        EXPECT_EQ(s.error_code(), grpc::RESOURCE_EXHAUSTED);
+        refusal = s.error_message();
+      }
+    }
+    return std::make_pair(admitted, refusal);
+  };
+  auto [bob_n, bob_msg] = burst("bob");
+  auto [alice_n, alice_msg] = burst("alice");
+  auto [carol_n, carol_msg] = burst("carol");
+  EXPECT_GE(bob_n, 2);
+  EXPECT_LE(bob_n, 3);  // a token may refill during the burst
+  EXPECT_THAT(bob_msg, HasSubstr("--max-estimates-per-second"));
+  EXPECT_GE(alice_n, 6);
+  EXPECT_LE(alice_n, 8);
+  EXPECT_THAT(alice_msg, HasSubstr("its own limit"));
+  EXPECT_EQ(carol_n, 10);
+  // Out of range: refused, nothing changed.
+  grpc::ClientContext bad;
+  v1::SetPrincipalLimitsRequest r;
+  r.set_name("alice");
+  r.mutable_limits()->set_max_active_jobs(-1);
+  v1::Principal p;
+  EXPECT_EQ(server.admin().SetPrincipalLimits(&bad, r, &p).error_code(),
+            grpc::INVALID_ARGUMENT);
 }
 
 TEST_F(AccessTest, TokensAreStoredOnlyAsHashesAndNeverInTheAuditLog) {

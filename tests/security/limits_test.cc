@@ -108,6 +108,43 @@ TEST(ConcurrencyLimiterTest, SlotsAreCountedPerKeyAndReleased) {
   EXPECT_EQ(unlimited.InUse("k"), 0);
 }
 
+TEST(ConcurrencyLimiterTest, APrincipalsOwnLimitReplacesTheServers) {
+  ConcurrencyLimiter limiter(1, "open WatchJob streams", "--flag");
+  // Own limit 3 (the server's is 1).
+  std::vector<std::shared_ptr<ConcurrencyLimiter::Slot>> held;
+  for (int i = 0; i < 3; ++i) {
+    auto s = limiter.Acquire("alice", 3);
+    ASSERT_TRUE(s.ok()) << i;
+    held.push_back(*s);
+  }
+  auto over = limiter.Acquire("alice", 3);
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(over.status().message()), HasSubstr("its own limit"));
+  // Own limit 0: none; the server's still binds everyone else.
+  for (int i = 0; i < 50; ++i) {
+    auto s = limiter.Acquire("carol", 0);
+    ASSERT_TRUE(s.ok());
+    held.push_back(*s);
+  }
+  auto bob = limiter.Acquire("bob");
+  ASSERT_TRUE(bob.ok());
+  EXPECT_EQ(limiter.Acquire("bob").status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST(RateLimiterTest, APrincipalsOwnRateReplacesTheServers) {
+  RateLimiter limiter(2, "EstimateJob calls", "--max-estimates-per-second");
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  for (int i = 0; i < 7; ++i) EXPECT_TRUE(limiter.Allow("a", t0, 7).ok()) << i;
+  const absl::Status over = limiter.Allow("a", t0, 7);
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(over.message()), HasSubstr("its own limit"));
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(limiter.Allow("c", t0, 0).ok());
+  EXPECT_TRUE(limiter.Allow("b", t0).ok());
+  EXPECT_TRUE(limiter.Allow("b", t0).ok());
+  EXPECT_FALSE(limiter.Allow("b", t0).ok());
+}
+
 TEST(RateLimiterTest, BurstOfOneSecondThenTheRate) {
   RateLimiter limiter(5, "EstimateJob calls", "--max-estimates-per-second");
   const absl::Time t0 = absl::FromUnixSeconds(1000);
