@@ -326,6 +326,7 @@ grpc::Status DatasetServiceImpl::DeleteDataset(
         out.set_name(d.record.name);
         out.set_cancelled_jobs(cancelled);
         out.set_blocks_deleted(d.blocks_deleted);
+        out.set_wal_truncation_pending(d.wal_truncation_pending);
         *out.mutable_deleted_at() = ToTimestamp(d.record.deleted_at_micros);
         return out;
       }(),
@@ -402,9 +403,10 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* ctx,
   if (!call.admitted().ok()) return call.Done(call.admitted());
   absl::Status s = CheckSpecVisible(*env_.auth, call.caller(), request->spec());
   if (s.ok()) {
-    s = Assign(jobs_->Submit(request->spec(), call.caller().name,
-                             [&call](const std::string& id) { call.job(id); }),
-               response);
+    s = Assign(
+        jobs_->Submit(request->spec(), call.caller().name, call.caller().role,
+                      [&call](const std::string& id) { call.job(id); }),
+        response);
   }
   if (!s.ok()) call.job("");  // the id was never created
   return call.Done(s);

@@ -627,7 +627,12 @@ TEST(HostileClientTest, FilesTheServerAndBackupCreateAreOwnerOnly) {
     ASSERT_TRUE(storage::BackupDatabase(db, backup).ok());
     ExpectPrivate(backup);
     server.Stop();
-    auto restored = storage::RestoreDatabase(backup, db, db + ".ledger-mark");
+    storage::RestoreOptions restore;
+    restore.from = backup;
+    restore.db_path = db;
+    restore.ledger_mark_path = db + ".ledger-mark";
+    restore.keep_old = true;
+    auto restored = storage::RestoreDatabase(restore);
     ASSERT_TRUE(restored.ok()) << restored.status();
     ExpectPrivate(db);
     for (const std::string& aside : restored->moved_aside) {
