@@ -377,10 +377,11 @@ absl::StatusOr<int64_t> DatasetStore::DiscardStagedImports() {
         RETURN_IF_ERROR(del.BindInt64(1, id));
         RETURN_IF_ERROR(del.Run());
       }
+      if (!ids.empty()) RETURN_IF_ERROR(MarkWalTruncationPending(conn));
       RETURN_IF_ERROR(txn.Commit());
       discarded = static_cast<int64_t>(ids.size());
     }
-    if (discarded > 0) RETURN_IF_ERROR(CheckpointAndTruncate(conn));
+    if (discarded > 0) (void)TruncateWalOrDefer(conn);
     return discarded;
   });
 }
@@ -398,21 +399,6 @@ absl::StatusOr<int64_t> DatasetStore::PurgeRowsLocked(Connection& conn,
     if (blocks < 0) blocks = conn.Changes();
   }
   return blocks;
-}
-
-absl::Status DatasetStore::CheckpointAndTruncate(Connection& conn) {
-  for (int attempt = 0;; ++attempt) {
-    ASSIGN_OR_RETURN(Statement ck,
-                     conn.Prepare("PRAGMA wal_checkpoint(TRUNCATE)"));
-    ASSIGN_OR_RETURN(bool row, ck.Step());
-    if (row && ck.ColumnInt64(0) == 0) return absl::OkStatus();  // not busy
-    if (attempt == 50) {
-      return absl::UnavailableError(
-          "rows removed, but the WAL checkpoint stayed busy; it completes at "
-          "the next checkpoint");
-    }
-    absl::SleepFor(absl::Milliseconds(100));
-  }
 }
 
 absl::StatusOr<DatasetRecord> DatasetStore::Get(absl::string_view name) {
@@ -503,6 +489,10 @@ absl::StatusOr<std::vector<DeletionEntry>> DatasetStore::ReapplyDeletions(
     const std::vector<DeletionEntry>& entries) {
   return db_.WithConnection(
       [&](Connection& conn) -> absl::StatusOr<std::vector<DeletionEntry>> {
+        // Tombstones written before deletions cleared their statistics.
+        RETURN_IF_ERROR(conn.Execute(
+            "UPDATE datasets SET nonzeros = 0 WHERE deleted_at > 0 AND "
+            "nonzeros != 0"));
         std::vector<DeletionEntry> purged;
         for (const DeletionEntry& e : entries) {
           Transaction txn(conn);

@@ -94,10 +94,11 @@ class DatasetStore {
   // budget admissions, interleave), and makes the dataset visible in one
   // final transaction. Memory is bounded by one block and one line. Until
   // that commit nothing is visible; an error, a Discard() or destruction
-  // removes every staged row (secure_delete, WAL truncated) and frees the
-  // name; a crash leaves a staged record that DiscardStagedImports() removes
-  // (the server calls it at start, holding the database lock).
-  // INVALID_ARGUMENT for bad options; ALREADY_EXISTS; UNAVAILABLE.
+  // removes every staged row (secure_delete, WAL truncated or its
+  // truncation left pending, as by Delete) and frees the name; a crash leaves a
+  // staged record that DiscardStagedImports() removes (the server calls it at
+  // start, holding the database lock). INVALID_ARGUMENT for bad options;
+  // ALREADY_EXISTS; UNAVAILABLE.
   absl::StatusOr<std::unique_ptr<StagedImport>> BeginImport(
       const ImportOptions& options);
   // Removes every staged import (see BeginImport); returns how many. Only
@@ -136,7 +137,9 @@ class DatasetStore {
   // here with the same id and creation time and still has rows (or is not
   // deleted, or has statistics) is purged and tombstoned as Delete does,
   // in one transaction per dataset together with an audit record
-  // ("Server/ReapplyDeletion"). Returns the entries it purged. Afterwards
+  // ("Server/ReapplyDeletion"); and the statistics of every tombstone
+  // written before deletions cleared them are cleared. Returns the entries
+  // it purged. Afterwards
   // the WAL truncation is attempted as by Delete; if it stays busy the flag
   // stays pending (Database::Open hands it to the checkpointer).
   absl::StatusOr<std::vector<DeletionEntry>> ReapplyDeletions(
@@ -170,9 +173,6 @@ class DatasetStore {
   // CompletePendingWalTruncation within DatabaseOptions::wal_truncate_wait;
   // hands what is left to the checkpointer. Returns whether it completed.
   bool TruncateWalOrDefer(Connection& conn);
-  // Copies the WAL into the main file and truncates it, so freed row pages
-  // survive in neither file (retries while readers keep it busy).
-  static absl::Status CheckpointAndTruncate(Connection& conn);
   // The record named `name`, read on `conn` (caller holds the lock).
   static absl::StatusOr<DatasetRecord> GetLocked(Connection& conn,
                                                  absl::string_view name);
