@@ -111,7 +111,9 @@ ABSL_FLAG(bool, allow_ledger_rollback_respending_budget, false,
 ABSL_FLAG(std::string, deletion_record_file, "",
           "the record of deleted datasets, kept outside the database so that "
           "a dataset deleted after a backup was taken is erased again when "
-          "that backup is restored; default: the --db path + \".deletions\"");
+          "that backup is restored; default: beside the ledger mark, the "
+          "--ledger-mark-file path with \".ledger-mark\" replaced by "
+          "\".deletions\" (the --db path + \".deletions\" by default)");
 ABSL_FLAG(bool, keep_old, false,
           "restore: keep the replaced database files as "
           "DB.pre-restore-<time>[-wal] (they hold every row in plaintext); "

@@ -95,9 +95,10 @@ struct ServerOptions {
   // backup): the forgotten charges' budget may be spent again. Recorded in
   // the audit log; the mark is reset to the restored ledger.
   bool allow_ledger_rollback = false;
-  // The deletion record (storage/deletion_record.h). Empty: db_path +
-  // ".deletions". Datasets it records are erased again at start if the
-  // database holds them live (a restored older backup).
+  // The deletion record (storage/deletion_record.h). Empty: beside the
+  // ledger mark (DeletionRecord::DefaultPath of LedgerMarkFile(), db_path +
+  // ".deletions" by default). Datasets it records are erased again at start
+  // if the database holds them live (a restored older backup).
   std::string deletion_record_file;
   absl::Status Validate() const;
   std::string LedgerMarkFile() const {
@@ -106,7 +107,7 @@ struct ServerOptions {
   }
   std::string DeletionRecordFile() const {
     return deletion_record_file.empty()
-               ? storage::DeletionRecord::DefaultPath(db_path)
+               ? storage::DeletionRecord::DefaultPath(LedgerMarkFile())
                : deletion_record_file;
   }
   std::string TokenFile() const {

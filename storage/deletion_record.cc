@@ -35,6 +35,12 @@ bool ParseField(absl::string_view field, absl::string_view key, int64_t* out) {
 
 }  // namespace
 
+std::string DeletionRecord::DefaultPath(const std::string& ledger_mark_path) {
+  absl::string_view base = ledger_mark_path;
+  absl::ConsumeSuffix(&base, ".ledger-mark");
+  return absl::StrCat(base, ".deletions");
+}
+
 absl::StatusOr<std::vector<DeletionEntry>> DeletionRecord::Read(
     const std::string& path) {
   absl::StatusOr<std::string> text = ReadSmallFile(path, kMaxFileBytes);

@@ -53,10 +53,11 @@ struct DeletionEntry {
 
 class DeletionRecord {
  public:
-  // `db_path` + ".deletions".
-  static std::string DefaultPath(const std::string& db_path) {
-    return db_path + ".deletions";
-  }
+  // Beside the ledger's high-water mark: `ledger_mark_path` with its
+  // ".ledger-mark" suffix replaced by ".deletions" (so `<db>.deletions` for
+  // the default mark), or with ".deletions" appended if it has no such
+  // suffix.
+  static std::string DefaultPath(const std::string& ledger_mark_path);
   // The recorded deletions, oldest first; empty if the file does not exist.
   // DATA_LOSS if it exists but is malformed.
   static absl::StatusOr<std::vector<DeletionEntry>> Read(

@@ -138,6 +138,11 @@ TEST(DeletionRecordTest, RoundTripsAndRefusesMalformedFiles) {
   ASSERT_EQ(read.size(), 1u);
   EXPECT_EQ(read[0].dataset_id, 7);
 
+  EXPECT_EQ(DeletionRecord::DefaultPath("/v/dpopt.db.ledger-mark"),
+            "/v/dpopt.db.deletions");
+  EXPECT_EQ(DeletionRecord::DefaultPath("/elsewhere/mark"),
+            "/elsewhere/mark.deletions");
+
   for (const char* bad :
        {"", "dpopt-deletions v1", "dpopt-deletions v2\n",
         "dpopt-deletions v1\ndataset id=1 created_at=2 deleted_at=3\n",
