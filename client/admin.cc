@@ -349,9 +349,14 @@ int DatasetDelete(const ParsedArgs& a, const Globals& g) {
     std::cout << "deleted " << out.name() << ": " << out.cancelled_jobs()
               << " queued/running job(s) cancelled (they stay charged), "
               << out.blocks_deleted()
-              << " row block(s) erased with secure delete and the WAL "
-                 "truncated. Its ledger and audit history are kept; the name "
-                 "stays reserved.\n";
+              << " row block(s) erased with secure delete"
+              << (out.wal_truncation_pending()
+                      ? "; the WAL could not be truncated yet (a reader was "
+                        "using it) and may still hold copies of erased pages: "
+                        "the server retries until it is truncated"
+                      : " and the WAL truncated")
+              << ". Its ledger and audit history are kept; the name stays "
+                 "reserved.\n";
   }
   return 0;
 }

@@ -207,11 +207,12 @@ absl::Status Authenticator::CheckDatasetVisible(
   // Curators see everything, including deleted datasets' ledgers (the
   // managers report a missing dataset themselves).
   if (caller.curator()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(storage::DatasetRecord record, db_->datasets().Get(dataset));
-  if (record.is_public) return absl::OkStatus();
-  ASSIGN_OR_RETURN(std::optional<storage::GrantRecord> grant,
-                   db_->access().FindGrant(caller.name, dataset));
-  if (grant.has_value()) return absl::OkStatus();
+  // One indexed query decides, before anything about the dataset is
+  // loaded: a dataset the analyst may not see takes the same path, and the
+  // same time, as a missing one.
+  ASSIGN_OR_RETURN(bool visible,
+                   db_->access().DatasetVisibleTo(caller.name, dataset));
+  if (visible) return absl::OkStatus();
   // Exactly the message of a missing dataset (storage/dataset_store.cc):
   // no existence leak.
   return absl::NotFoundError(

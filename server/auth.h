@@ -87,7 +87,11 @@ class Authenticator {
 
   // Access policy. OK for curators (managers report missing datasets); for
   // analysts NOT_FOUND (same message as a missing dataset) unless the
-  // dataset exists, is not deleted, and is public or granted to them.
+  // dataset exists, is not deleted, and is public or granted to them,
+  // decided by one indexed query (storage::AccessStore::DatasetVisibleTo)
+  // before anything about the dataset is loaded. Job admission re-checks
+  // the grant inside its transaction (storage::ChargeRequest::
+  // require_grant).
   absl::Status CheckDatasetVisible(const Caller& caller,
                                    const std::string& dataset) const;
   // PERMISSION_DENIED unless the caller is a curator.

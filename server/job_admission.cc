@@ -249,6 +249,7 @@ absl::StatusOr<JobAdmission::Outcome> JobAdmission::ChargeAndCreate(
     charge.delta = p.priced.delta;
     charge.principal = p.principal;
     charge.note = absl::StrCat(p.job.algorithm_name, " job");
+    charge.require_grant = p.requires_grant;
     ASSIGN_OR_RETURN(storage::LedgerEntry entry,
                      db_->ledger().ChargeAndCreateJob(
                          charge, record, AdmitNext(p.priced.cost_blob)));

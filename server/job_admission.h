@@ -24,6 +24,10 @@ struct PreparedJob {
   v1::JobSpec spec;
   // Who submitted it (for the log).
   std::string principal;
+  // The submitter is an analyst: ChargeAndCreate re-checks, inside the
+  // admission transaction, that the dataset is still granted to it (the
+  // check before Prepare may be stale by then).
+  bool requires_grant = false;
   TranslatedJob job;
   storage::DatasetRecord dataset;
   bool has_eval = false;
@@ -59,8 +63,9 @@ class JobAdmission {
   };
   // Creates `record` (state QUEUED) and, for a charged job, appends its
   // charge in the same transaction after the admission rule, then advances
-  // the ledger's high-water mark. RESOURCE_EXHAUSTED over the budget or cap
-  // (nothing written).
+  // the ledger's high-water mark. RESOURCE_EXHAUSTED over the budget or cap;
+  // NOT_FOUND if `prepared.requires_grant` and the grant was revoked since
+  // (nothing written in either case).
   absl::StatusOr<Outcome> ChargeAndCreate(
       const PreparedJob& prepared, const storage::JobRecord& record) const;
 

@@ -141,11 +141,11 @@ absl::StatusOr<v1::JobEstimate> JobManager::Estimate(
 }
 
 absl::StatusOr<v1::Job> JobManager::Submit(
-    const v1::JobSpec& spec, const std::string& principal,
+    const v1::JobSpec& spec, const std::string& principal, storage::Role role,
     const std::function<void(const std::string&)>& on_id,
     std::optional<int> own_max_active_jobs) {
   absl::StatusOr<v1::Job> job =
-      Admit(spec, principal, on_id, own_max_active_jobs);
+      Admit(spec, principal, role, on_id, own_max_active_jobs);
   LogFields fields;
   fields.principal = principal;
   fields.dataset = spec.dataset().substr(0, 128);
@@ -175,7 +175,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(
 }
 
 absl::StatusOr<v1::Job> JobManager::Admit(
-    const v1::JobSpec& spec, const std::string& principal,
+    const v1::JobSpec& spec, const std::string& principal, storage::Role role,
     const std::function<void(const std::string&)>& on_id,
     std::optional<int> own_max_active_jobs) {
   if (draining_.load()) {
@@ -185,6 +185,7 @@ absl::StatusOr<v1::Job> JobManager::Admit(
   }
   ASSIGN_OR_RETURN(PreparedJob prepared, admission_->Prepare(spec));
   prepared.principal = principal;
+  prepared.requires_grant = role != storage::Role::kCurator;
   auto p = std::make_shared<PreparedJob>(std::move(prepared));
   // The principal's job slot and a queue slot first: neither limit may
   // cost budget. The slot is released when the job's work is dropped

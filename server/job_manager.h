@@ -74,13 +74,15 @@ class JobManager {
                                            const std::string& principal = "");
   // Charges and queues a job. RESOURCE_EXHAUSTED if the budget, the queue
   // or the principal's job limit cannot take it (then nothing is charged).
+  // For an analyst (`role`), the admission transaction re-checks its grant
+  // on a private dataset (NOT_FOUND, nothing charged, if it was revoked).
   // `on_id` (optional) learns the new job's id before the admission transaction
   // commits (the RPC's audit record, written in that transaction, names the
   // job).
   // `own_max_active_jobs` is the principal's own job limit, if a curator set
   // one (else the server's).
   absl::StatusOr<v1::Job> Submit(
-      const v1::JobSpec& spec, const std::string& principal,
+      const v1::JobSpec& spec, const std::string& principal, storage::Role role,
       const std::function<void(const std::string&)>& on_id = nullptr,
       std::optional<int> own_max_active_jobs = std::nullopt);
   absl::StatusOr<v1::Job> Get(const std::string& id);
@@ -122,7 +124,7 @@ class JobManager {
       : db_(db), datasets_(datasets), hub_(hub) {}
   // Submit without the metrics.
   absl::StatusOr<v1::Job> Admit(
-      const v1::JobSpec& spec, const std::string& principal,
+      const v1::JobSpec& spec, const std::string& principal, storage::Role role,
       const std::function<void(const std::string&)>& on_id,
       std::optional<int> own_max_active_jobs);
   void Execute(const std::string& job_id, std::shared_ptr<PreparedJob> prepared,

@@ -118,6 +118,16 @@ ABSL_FLAG(bool, allow_ledger_rollback_respending_budget, false,
           "BUDGET MAY BE SPENT AGAIN on the same data and the datasets' "
           "(epsilon, delta) guarantees no longer hold as stated. Recorded in "
           "the audit log; the mark is then reset to the restored ledger");
+ABSL_FLAG(std::string, deletion_record_file, "",
+          "the record of deleted datasets, kept outside the database so that "
+          "a dataset deleted after a backup was taken is erased again when "
+          "that backup is restored; default: beside the ledger mark, the "
+          "--ledger-mark-file path with \".ledger-mark\" replaced by "
+          "\".deletions\" (the --db path + \".deletions\" by default)");
+ABSL_FLAG(bool, keep_old, false,
+          "restore: keep the replaced database files as "
+          "DB.pre-restore-<time>[-wal] (they hold every row in plaintext); "
+          "by default they are removed once the restored copy is in place");
 ABSL_FLAG(bool, reflection, false,
           "serve gRPC server reflection (lets any client that reaches the "
           "port list the services and messages); off by default");
@@ -290,16 +300,33 @@ int RunRestore() {
   dpopt::server::ServerOptions o;
   o.db_path = absl::GetFlag(FLAGS_db);
   o.ledger_mark_file = absl::GetFlag(FLAGS_ledger_mark_file);
-  auto r = dpopt::storage::RestoreDatabase(absl::GetFlag(FLAGS_from), o.db_path,
-                                           o.LedgerMarkFile());
+  o.deletion_record_file = absl::GetFlag(FLAGS_deletion_record_file);
+  dpopt::storage::RestoreOptions ro;
+  ro.from = absl::GetFlag(FLAGS_from);
+  ro.db_path = o.db_path;
+  ro.ledger_mark_path = o.LedgerMarkFile();
+  ro.deletion_record_path = o.DeletionRecordFile();
+  ro.keep_old = absl::GetFlag(FLAGS_keep_old);
+  auto r = dpopt::storage::RestoreDatabase(ro);
   if (!r.ok()) {
     std::cerr << "dpopt-server restore: " << r.status() << std::endl;
     return 1;
   }
-  std::cout << "restored " << absl::GetFlag(FLAGS_from) << " to " << o.db_path
-            << ": " << Describe(r->restored) << std::endl;
+  std::cout << "restored " << ro.from << " to " << o.db_path << ": "
+            << Describe(r->restored) << std::endl;
+  for (const dpopt::storage::DeletionEntry& e : r->reapplied_deletions) {
+    std::cout << "dataset \"" << e.name
+              << "\" was deleted after this backup was taken: its rows were "
+                 "erased from the restored database (recorded in the audit "
+                 "log)"
+              << std::endl;
+  }
   for (const std::string& f : r->moved_aside) {
     std::cout << "previous file kept as " << f << std::endl;
+  }
+  if (!r->removed.empty()) {
+    std::cout << "previous database files removed (" << r->removed.size()
+              << "); pass --keep-old to keep them" << std::endl;
   }
   if (r->mark_seq.has_value() && *r->mark_seq > r->restored.ledger_seq) {
     std::cout << "The ledger's high-water mark " << o.LedgerMarkFile()
@@ -375,6 +402,8 @@ int main(int argc, char** argv) {
       "backup API), safe while the server runs\n"
       "       dpopt-server restore --from=FILE --db=PATH  offline restore "
       "(server stopped; see docs/backup.md)\n"
+      "                       [--keep-old]                keep the replaced "
+      "database files\n"
       "       dpopt-server audit-verify --db=PATH         check the audit "
       "log's hash chain (safe while the server runs)\n"
       "       dpopt-server audit-archive --db=PATH --before=DATE --to=FILE\n"
@@ -428,6 +457,11 @@ int main(int argc, char** argv) {
   if (mode != "audit-archive" && !absl::GetFlag(FLAGS_before).empty()) {
     std::cerr << "dpopt-server: --before is only for `dpopt-server "
                  "audit-archive`"
+              << std::endl;
+    return 2;
+  }
+  if (mode != "restore" && absl::GetFlag(FLAGS_keep_old)) {
+    std::cerr << "dpopt-server: --keep-old is only for `dpopt-server restore`"
               << std::endl;
     return 2;
   }
@@ -491,6 +525,7 @@ int main(int argc, char** argv) {
     o.mpi = m;
   }
   o.ledger_mark_file = absl::GetFlag(FLAGS_ledger_mark_file);
+  o.deletion_record_file = absl::GetFlag(FLAGS_deletion_record_file);
   o.allow_ledger_rollback =
       absl::GetFlag(FLAGS_allow_ledger_rollback_respending_budget);
   if (o.insecure && o.tls_cert.empty() &&
@@ -542,6 +577,15 @@ int main(int argc, char** argv) {
     LogEvent(LogLevel::kInfo, "ledger_mark_created",
              absl::StrCat("created the ledger high-water mark ",
                           o.LedgerMarkFile(), " at charge #", mark.ledger_seq));
+  }
+  for (const dpopt::storage::DeletionEntry& e :
+       (*server)->reapplied_deletions()) {
+    LogEvent(LogLevel::kWarning, "deletion_reapplied",
+             absl::StrCat("dataset \"", e.name,
+                          "\" was deleted but live in this database (a "
+                          "backup restored from before the deletion, or an "
+                          "interrupted deletion): its rows were erased again "
+                          "(recorded in the audit log)"));
   }
   if ((*server)->discarded_imports() > 0) {
     LogEvent(LogLevel::kInfo, "imports_discarded",

@@ -146,6 +146,11 @@ absl::Status ServerOptions::Validate() const {
   return absl::OkStatus();
 }
 
+const std::vector<storage::DeletionEntry>& DpoptServer::reapplied_deletions()
+    const {
+  return db_->reapplied_deletions();
+}
+
 absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
     const ServerOptions& options) {
   RETURN_IF_ERROR(options.Validate());
@@ -187,6 +192,7 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   storage::DatabaseOptions db_options;
   db_options.ledger_mark_path = options.LedgerMarkFile();
   db_options.allow_ledger_rollback = options.allow_ledger_rollback;
+  db_options.deletion_record_path = options.DeletionRecordFile();
   ASSIGN_OR_RETURN(s->db_,
                    storage::Database::Open(options.db_path, db_options));
   s->mark_check_ = s->db_->ledger_mark_check();

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -17,6 +18,7 @@
 #include "server/metrics.h"
 #include "server/principal_limits.h"
 #include "server/token_lifetime.h"
+#include "storage/deletion_record.h"
 #include "storage/ledger_mark.h"
 
 namespace dpopt::storage {
@@ -103,10 +105,20 @@ struct ServerOptions {
   // Tests only: called with the port while the server starts (health
   // NOT_SERVING), before the database is opened.
   std::function<void(int port)> before_open_for_testing;
+  // The deletion record (storage/deletion_record.h). Empty: beside the
+  // ledger mark (DeletionRecord::DefaultPath of LedgerMarkFile(), db_path +
+  // ".deletions" by default). Datasets it records are erased again at start
+  // if the database holds them live (a restored older backup).
+  std::string deletion_record_file;
   absl::Status Validate() const;
   std::string LedgerMarkFile() const {
     return ledger_mark_file.empty() ? db_path + ".ledger-mark"
                                     : ledger_mark_file;
+  }
+  std::string DeletionRecordFile() const {
+    return deletion_record_file.empty()
+               ? storage::DeletionRecord::DefaultPath(LedgerMarkFile())
+               : deletion_record_file;
   }
   std::string TokenFile() const {
     return curator_token_file.empty() ? db_path + ".curator-token"
@@ -144,6 +156,8 @@ class DpoptServer {
   bool bootstrapped() const { return bootstrapped_; }
   // Imports interrupted by a previous crash and removed by this start.
   int64_t discarded_imports() const { return discarded_imports_; }
+  // Recorded deletions this start found live in the database and erased.
+  const std::vector<storage::DeletionEntry>& reapplied_deletions() const;
   // What the start found when it compared the ledger with its mark.
   const storage::LedgerMarkCheck& ledger_mark_check() const {
     return mark_check_;

@@ -349,6 +349,7 @@ grpc::Status DatasetServiceImpl::DeleteDataset(
         out.set_name(d.record.name);
         out.set_cancelled_jobs(cancelled);
         out.set_blocks_deleted(d.blocks_deleted);
+        out.set_wal_truncation_pending(d.wal_truncation_pending);
         *out.mutable_deleted_at() = ToTimestamp(d.record.deleted_at_micros);
         return out;
       }(),
@@ -428,7 +429,7 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* ctx,
   absl::Status s = CheckSpecVisible(*env_.auth, call.caller(), request->spec());
   if (s.ok()) {
     s = Assign(jobs_->Submit(
-                   request->spec(), call.caller().name,
+                   request->spec(), call.caller().name, call.caller().role,
                    [&call](const std::string& id) { call.job(id); },
                    call.caller().limits.max_active_jobs),
                response);

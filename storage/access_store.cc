@@ -401,6 +401,25 @@ absl::StatusOr<std::optional<GrantRecord>> AccessStore::FindGrant(
   return g.front();
 }
 
+// datasets.name and principals.name are UNIQUE (indexed) and grants' key
+// is (principal_id, dataset_id): three index lookups, no scan.
+const char AccessStore::kVisibilitySql[] =
+    "SELECT EXISTS(SELECT 1 FROM datasets d WHERE d.name = ?1 AND "
+    "d.deleted_at = 0 AND (d.is_public = 1 OR EXISTS(SELECT 1 FROM "
+    "principals p JOIN grants g ON g.principal_id = p.id AND g.dataset_id = "
+    "d.id WHERE p.name = ?2)))";
+
+absl::StatusOr<bool> AccessStore::DatasetVisibleTo(absl::string_view principal,
+                                                   absl::string_view dataset) {
+  return db_.WithConnection([&](Connection& conn) -> absl::StatusOr<bool> {
+    ASSIGN_OR_RETURN(Statement st, conn.Prepare(kVisibilitySql));
+    RETURN_IF_ERROR(st.BindText(1, dataset));
+    RETURN_IF_ERROR(st.BindText(2, principal));
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    return row && st.ColumnInt64(0) != 0;
+  });
+}
+
 absl::StatusOr<std::optional<GrantRecord>> AccessStore::FindGrantLocked(
     Connection& conn, absl::string_view principal, int64_t dataset_id) {
   ASSIGN_OR_RETURN(Statement st,

@@ -149,6 +149,17 @@ class AccessStore {
   absl::StatusOr<std::optional<GrantRecord>> FindGrant(
       absl::string_view principal, absl::string_view dataset);
 
+  // Whether `dataset` exists, is not deleted, and is public or granted to
+  // `principal`: one statement (kVisibilitySql) that reads only index
+  // entries and one row of each table, and loads nothing else about the
+  // dataset, so a dataset the principal may not see costs the same as a
+  // missing one (docs/security.md).
+  absl::StatusOr<bool> DatasetVisibleTo(absl::string_view principal,
+                                        absl::string_view dataset);
+  // The statement DatasetVisibleTo runs (?1 = dataset name, ?2 = principal),
+  // for tests of its query plan.
+  static const char kVisibilitySql[];
+
   // Appends durably (FULL sync) before returning. Group commit: records
   // appended concurrently by several threads share one transaction (the
   // first waiting thread writes every pending record, the others wait for

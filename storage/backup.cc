@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/common/status_macros.h"
+#include "storage/database.h"
 #include "storage/file_util.h"
 #include "storage/ledger_mark.h"
 #include "storage/schema.h"
@@ -137,49 +138,114 @@ absl::StatusOr<DatabaseFileInfo> BackupDatabase(const std::string& db_path,
   return info;
 }
 
-absl::StatusOr<RestoreReport> RestoreDatabase(const std::string& from,
-                                              const std::string& db_path,
-                                              const std::string& mark_path) {
+absl::Status RestoreOptions::Validate() const {
   if (from.empty()) return absl::InvalidArgumentError("--from is required");
   if (db_path.empty()) return absl::InvalidArgumentError("--db is required");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RestoreReport> RestoreDatabase(const RestoreOptions& options) {
+  RETURN_IF_ERROR(options.Validate());
+  const std::string& from = options.from;
+  const std::string& db_path = options.db_path;
   if (!Exists(from)) {
     return absl::NotFoundError(absl::StrCat("backup ", from, " not found"));
+  }
+  std::vector<DeletionEntry> deletions;
+  if (!options.deletion_record_path.empty()) {
+    ASSIGN_OR_RETURN(deletions,
+                     DeletionRecord::Read(options.deletion_record_path));
   }
   // Held until the end: no server can open the database meanwhile.
   ASSIGN_OR_RETURN(std::unique_ptr<FileLock> lock,
                    FileLock::TryAcquire(DatabaseLockPath(db_path)));
   RestoreReport report;
   const std::string tmp = absl::StrCat(db_path, ".restore-tmp-", ::getpid());
-  std::remove(tmp.c_str());
+  auto remove_tmp = [&tmp]() {
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+      std::remove((tmp + suffix).c_str());
+    }
+  };
+  remove_tmp();
   absl::Status copied = CopyFile(from, tmp);
   absl::StatusOr<DatabaseFileInfo> info =
       copied.ok() ? InspectDatabaseFile(tmp) : copied;
+  if (info.ok() && !deletions.empty()) {
+    // The same code as a server's start: erases recorded datasets the
+    // backup holds live (secure delete, WAL truncated, audited). Closing
+    // the last connection checkpoints the copy and removes its WAL.
+    DatabaseOptions db_options;
+    db_options.create_if_missing = false;
+    db_options.deletion_record_path = options.deletion_record_path;
+    absl::StatusOr<std::unique_ptr<Database>> db =
+        Database::Open(tmp, db_options);
+    if (db.ok()) {
+      report.reapplied_deletions = (*db)->reapplied_deletions();
+      absl::StatusOr<bool> pending = (*db)->datasets().WalTruncationPending();
+      absl::StatusOr<int> version = (*db)->SchemaVersion();
+      db->reset();
+      if (version.ok()) info->schema_version = *version;
+      if (!pending.ok()) {
+        info = pending.status();
+      } else if (*pending || Exists(tmp + "-wal")) {
+        info = absl::UnavailableError(
+            "the restored copy's WAL could not be truncated after erasing "
+            "deleted datasets; nothing was restored");
+      }
+    } else {
+      info = db.status();
+    }
+    if (info.ok()) {
+      absl::StatusOr<int64_t> bytes = FileSize(tmp);
+      if (bytes.ok()) info->bytes = *bytes;
+      absl::Status synced = FsyncFile(tmp);
+      if (!synced.ok()) info = synced;
+    }
+  }
   if (!info.ok()) {
-    std::remove(tmp.c_str());
+    remove_tmp();
     return info.status();
   }
   const std::string stamp =
       absl::FormatTime("%Y%m%dT%H%M%SZ", absl::Now(), absl::UTCTimeZone());
   const std::string aside = absl::StrCat(db_path, ".pre-restore-", stamp);
   // The database and its WAL move aside as a pair (SQLite finds a WAL by
-  // the database's name + "-wal"), so the old state stays openable. The
-  // shared-memory index is derived data and must not outlive its WAL.
+  // the database's name + "-wal"), so the old state stays openable until
+  // the copy is in place. The shared-memory index is derived data and must
+  // not outlive its WAL.
+  std::vector<std::string> old_files;
   if (Exists(db_path)) {
     RETURN_IF_ERROR(Rename(db_path, aside));
-    report.moved_aside.push_back(aside);
+    old_files.push_back(aside);
     if (Exists(db_path + "-wal")) {
       RETURN_IF_ERROR(Rename(db_path + "-wal", aside + "-wal"));
-      report.moved_aside.push_back(aside + "-wal");
+      old_files.push_back(aside + "-wal");
     }
   }
   std::remove((db_path + "-shm").c_str());
   std::remove((db_path + "-wal").c_str());
   RETURN_IF_ERROR(Rename(tmp, db_path));
   RETURN_IF_ERROR(FsyncParentDirectory(db_path));
+  if (options.keep_old) {
+    report.moved_aside = std::move(old_files);
+  } else {
+    // The old files hold every row in plaintext: removed (unlinked) once
+    // the restored copy is durably in place.
+    for (const std::string& f : old_files) {
+      if (::unlink(f.c_str()) != 0) {
+        return absl::UnavailableError(
+            absl::StrCat("restored, but the previous database file ", f,
+                         " could not be removed: ", std::strerror(errno)));
+      }
+      report.removed.push_back(f);
+    }
+    if (!old_files.empty()) RETURN_IF_ERROR(FsyncParentDirectory(db_path));
+  }
   report.restored = *std::move(info);
   report.restored.path = db_path;
-  if (!mark_path.empty()) {
-    absl::StatusOr<std::optional<int64_t>> mark = LedgerMark::Read(mark_path);
+  if (!options.ledger_mark_path.empty()) {
+    absl::StatusOr<std::optional<int64_t>> mark =
+        LedgerMark::Read(options.ledger_mark_path);
     if (mark.ok()) report.mark_seq = *mark;
   }
   return report;

@@ -1,7 +1,12 @@
 #include "storage/checkpointer.h"
 
+#include <algorithm>
+#include <atomic>
+#include <optional>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "core/common/status_macros.h"
 
 namespace dpopt::storage {
@@ -15,6 +20,9 @@ absl::Status CheckpointerOptions::Validate() const {
   }
   if (max_pause <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("max_pause must be positive");
+  }
+  if (truncate_retry <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("truncate_retry must be positive");
   }
   if (connection.read_only) {
     return absl::InvalidArgumentError(
@@ -61,6 +69,17 @@ void Checkpointer::RequestLocked() {
   requested_ = true;
 }
 
+void Checkpointer::RequestTruncate() {
+  absl::MutexLock lock(&mu_);
+  if (!truncate_pending_) truncate_due_ = absl::Now();
+  truncate_pending_ = true;
+}
+
+bool Checkpointer::truncate_pending() const {
+  absl::MutexLock lock(&mu_);
+  return truncate_pending_;
+}
+
 Checkpointer::ScopedPause::ScopedPause(Checkpointer& checkpointer)
     : checkpointer_(checkpointer) {
   absl::MutexLock lock(&checkpointer_.mu_);
@@ -87,29 +106,52 @@ bool Checkpointer::WaitIdle(absl::Duration timeout) {
 
 void Checkpointer::Loop() {
   for (;;) {
+    bool truncate = false;
     {
       absl::MutexLock lock(&mu_);
-      auto due = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return stop_ ||
+      auto truncate_due = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return truncate_pending_ && absl::Now() >= truncate_due_;
+      };
+      auto due = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return stop_ || truncate_due() ||
                (requested_ && (pauses_ == 0 || absl::Now() - requested_at_ >=
                                                    options_.max_pause));
       };
       // Conditions are re-evaluated when the mutex is released; a paused
-      // request also wakes the thread when it reaches max_pause (no timer
-      // otherwise: an idle server does not wake this thread).
+      // request also wakes the thread when it reaches max_pause, and a
+      // pending truncation when its retry is due (no timer otherwise: an
+      // idle server does not wake this thread).
       while (!due()) {
         const bool was_requested = requested_;
-        const absl::Time deadline = requested_
-                                        ? requested_at_ + options_.max_pause
-                                        : absl::InfiniteFuture();
+        const bool was_truncating = truncate_pending_;
+        absl::Time deadline = requested_ ? requested_at_ + options_.max_pause
+                                         : absl::InfiniteFuture();
+        if (truncate_pending_) deadline = std::min(deadline, truncate_due_);
         auto changed = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-          return due() || requested_ != was_requested;
+          return due() || requested_ != was_requested ||
+                 truncate_pending_ != was_truncating;
         };
         mu_.AwaitWithDeadline(absl::Condition(&changed), deadline);
       }
       if (stop_) return;
-      requested_ = false;
+      truncate = truncate_due();
+      if (!truncate) requested_ = false;
       running_ = true;
+    }
+    if (truncate) {
+      absl::StatusOr<bool> done =
+          CompletePendingWalTruncation(*conn_, absl::ZeroDuration());
+      absl::MutexLock lock(&mu_);
+      running_ = false;
+      ++stats_.truncate_attempts;
+      if (done.ok() && *done) {
+        truncate_pending_ = false;
+        ++stats_.truncations;
+      } else {
+        if (!done.ok()) stats_.last_error = done.status();
+        truncate_due_ = absl::Now() + options_.truncate_retry;
+      }
+      continue;
     }
     const absl::Time started = absl::Now();
     absl::StatusOr<Connection::CheckpointResult> r = conn_->CheckpointPassive();
@@ -134,6 +176,59 @@ void Checkpointer::Loop() {
     stats_.frames_checkpointed = r->checkpointed_frames;
     stats_.wal_frames = r->wal_frames;
   }
+}
+
+namespace {
+
+absl::StatusOr<std::optional<std::string>> ReadPendingFlag(Connection& conn) {
+  ASSIGN_OR_RETURN(Statement st,
+                   conn.Prepare("SELECT value FROM meta WHERE key = ?"));
+  RETURN_IF_ERROR(st.BindText(1, kWalTruncationPendingKey));
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<std::string>();
+  return std::optional<std::string>(st.ColumnText(0));
+}
+
+}  // namespace
+
+absl::Status MarkWalTruncationPending(Connection& conn) {
+  static std::atomic<int64_t> counter{0};
+  ASSIGN_OR_RETURN(Statement st,
+                   conn.Prepare("INSERT INTO meta(key, value) VALUES(?, ?) ON "
+                                "CONFLICT(key) DO UPDATE SET value = "
+                                "excluded.value"));
+  RETURN_IF_ERROR(st.BindText(1, kWalTruncationPendingKey));
+  RETURN_IF_ERROR(st.BindText(
+      2, absl::StrCat(absl::ToUnixMicros(absl::Now()), ".", ++counter)));
+  return st.Run();
+}
+
+absl::StatusOr<bool> WalTruncationPending(Connection& conn) {
+  ASSIGN_OR_RETURN(std::optional<std::string> flag, ReadPendingFlag(conn));
+  return flag.has_value();
+}
+
+absl::StatusOr<bool> CompletePendingWalTruncation(Connection& conn,
+                                                  absl::Duration wait) {
+  ASSIGN_OR_RETURN(std::optional<std::string> flag, ReadPendingFlag(conn));
+  if (!flag.has_value()) return true;
+  const absl::Time deadline = absl::Now() + wait;
+  for (;;) {
+    ASSIGN_OR_RETURN(Connection::CheckpointResult r, conn.CheckpointTruncate());
+    if (r.wal_frames >= 0) break;
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  // Cleared only if no deletion committed since the flag was read (that
+  // one's rows may be in the WAL again: still pending).
+  ASSIGN_OR_RETURN(
+      Statement clear,
+      conn.Prepare("DELETE FROM meta WHERE key = ? AND value = ?"));
+  RETURN_IF_ERROR(clear.BindText(1, kWalTruncationPendingKey));
+  RETURN_IF_ERROR(clear.BindText(2, *flag));
+  RETURN_IF_ERROR(clear.Run());
+  ASSIGN_OR_RETURN(flag, ReadPendingFlag(conn));
+  return !flag.has_value();
 }
 
 }  // namespace dpopt::storage

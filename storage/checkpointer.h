@@ -25,6 +25,16 @@
 // connection (DatasetStore's TRUNCATE after a deletion) still run where
 // they are called; one that meets a running background checkpoint retries.
 //
+// Pending WAL truncation. A dataset deletion must leave no copy of the
+// erased rows in the WAL, so it ends with a truncating checkpoint; that
+// cannot finish while a reader still uses the WAL (a long query, a backup
+// in progress). The deleting transaction therefore records
+// `wal_truncation_pending` in the `meta` table (MarkWalTruncationPending),
+// and the flag is cleared only after a truncating checkpoint completed
+// (CompletePendingWalTruncation). While it is set, the checkpointer
+// retries that checkpoint every Options::truncate_retry (RequestTruncate;
+// Database requests it at open when a crash left the flag set).
+//
 // Thread-safe.
 #ifndef DPOPT_STORAGE_CHECKPOINTER_H_
 #define DPOPT_STORAGE_CHECKPOINTER_H_
@@ -55,6 +65,8 @@ struct CheckpointerOptions {
   // everyone else's commits indefinitely. Imports longer than this get
   // checkpoints while they run. > 0.
   absl::Duration max_pause = absl::Seconds(60);
+  // How often a pending WAL truncation is retried (RequestTruncate). > 0.
+  absl::Duration truncate_retry = absl::Seconds(1);
   // For the checkpointer's own connection (read_only must be false).
   ConnectionOptions connection;
 
@@ -79,6 +91,13 @@ class Checkpointer {
   void OnCommit(int64_t wal_frames);
   // Requests a checkpoint (it runs once no pause is held).
   void Request();
+  // A deletion's WAL truncation is pending (the `meta` flag is set): retry
+  // CompletePendingWalTruncation on this thread's connection every
+  // Options::truncate_retry (pauses are not waited for) until it reports
+  // that nothing is pending any more.
+  void RequestTruncate();
+  // Whether a requested truncation has not completed yet.
+  bool truncate_pending() const;
 
   // Holds requested checkpoints back while it lives (pauses nest), at most
   // Options::max_pause per request.
@@ -97,6 +116,8 @@ class Checkpointer {
     int64_t checkpoints = 0;          // completed (not busy) checkpoints
     int64_t frames_checkpointed = 0;  // reported by the last of them
     int64_t wal_frames = 0;           // the WAL's size then, in frames
+    int64_t truncations = 0;          // pending truncations completed
+    int64_t truncate_attempts = 0;    // tries of those (busy ones included)
     absl::Status last_error;          // of the last failed checkpoint
     absl::Duration total_duration;    // of the completed checkpoints
     absl::Duration last_duration;     // of the last completed one
@@ -119,6 +140,8 @@ class Checkpointer {
 
   mutable absl::Mutex mu_;
   bool requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool truncate_pending_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time truncate_due_ ABSL_GUARDED_BY(mu_);
   absl::Time requested_at_ ABSL_GUARDED_BY(mu_);
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   int pauses_ ABSL_GUARDED_BY(mu_) = 0;
@@ -126,6 +149,25 @@ class Checkpointer {
   Stats stats_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
+
+// The `meta` key of the pending-truncation flag.
+inline constexpr char kWalTruncationPendingKey[] = "wal_truncation_pending";
+
+// Sets the flag, inside the caller's write transaction, to a new value
+// (each deletion writes its own, so a truncation that completed before a
+// later deletion committed cannot clear that deletion's flag).
+absl::Status MarkWalTruncationPending(Connection& conn);
+
+// Whether the flag is set (read on `conn`).
+absl::StatusOr<bool> WalTruncationPending(Connection& conn);
+
+// If the flag is set: tries a truncating checkpoint (Connection::
+// CheckpointTruncate) until it completes, retrying every 100 ms for at most
+// `wait` (zero: one try), and then clears the flag unless a deletion set it
+// again meanwhile. Returns whether nothing is pending any more.
+// REQUIRES: no transaction open on `conn`.
+absl::StatusOr<bool> CompletePendingWalTruncation(Connection& conn,
+                                                  absl::Duration wait);
 
 }  // namespace dpopt::storage
 

@@ -18,6 +18,9 @@ absl::Status DatabaseOptions::Validate() const {
   if (checkpoint_request_frames < 1) {
     return absl::InvalidArgumentError("checkpoint_request_frames must be >= 1");
   }
+  if (wal_truncate_wait < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("wal_truncate_wait must be >= 0");
+  }
   return absl::OkStatus();
 }
 
@@ -37,6 +40,13 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(
   if (!options.ledger_mark_path.empty()) {
     RETURN_IF_ERROR(db->CheckLedgerMark());
   }
+  if (!options.deletion_record_path.empty()) {
+    ASSIGN_OR_RETURN(db->deletion_record_,
+                     DeletionRecord::Load(options.deletion_record_path));
+    ASSIGN_OR_RETURN(
+        db->reapplied_deletions_,
+        db->datasets_.ReapplyDeletions(db->deletion_record_->entries()));
+  }
   CheckpointerOptions cp_options;
   cp_options.request_frames = options.checkpoint_request_frames;
   cp_options.connection = conn_options;
@@ -44,6 +54,10 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(
   db->WithConnection([cp = db->checkpointer_.get()](Connection& c) {
     c.SetWalCommitCallback([cp](int64_t frames) { cp->OnCommit(frames); });
   });
+  // A deletion whose WAL truncation did not finish (busy, or a crash):
+  // the checkpointer retries it until it completes.
+  ASSIGN_OR_RETURN(bool pending, db->datasets_.WalTruncationPending());
+  if (pending) db->checkpointer_->RequestTruncate();
   return db;
 }
 

@@ -19,14 +19,17 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "storage/access_store.h"
 #include "storage/checkpointer.h"
 #include "storage/dataset_store.h"
+#include "storage/deletion_record.h"
 #include "storage/job_store.h"
 #include "storage/ledger.h"
 #include "storage/ledger_mark.h"
@@ -56,6 +59,15 @@ struct DatabaseOptions {
   // forgotten, so their privacy budget may be spent again. The rollback is
   // appended to the audit log first, then the mark is reset to the ledger.
   bool allow_ledger_rollback = false;
+  // The deletion record (storage/deletion_record.h); empty (the default):
+  // none. When set, Open erases every recorded dataset that is still live
+  // in the file (a restored older backup) before it returns, with an audit
+  // record each, and DatasetStore::Delete records each deletion there.
+  std::string deletion_record_path;
+  // How long a deletion retries truncating a WAL that a reader keeps busy
+  // before it returns with the truncation pending (the checkpointer then
+  // retries in the background). >= 0.
+  absl::Duration wal_truncate_wait = absl::Seconds(5);
 
   absl::Status Validate() const;
 };
@@ -66,9 +78,11 @@ class Database {
 
   // Opens `path` (created if missing and allowed), enables WAL, foreign keys
   // and synchronous=FULL, applies pending schema migrations, checks the
-  // ledger against options.ledger_mark_path (if set) and starts the
-  // background checkpointer (a second connection and thread; commits no
-  // longer checkpoint inline).
+  // ledger against options.ledger_mark_path (if set), completes the
+  // deletions of options.deletion_record_path (if set;
+  // DatasetStore::ReapplyDeletions) and starts the background checkpointer
+  // (a second connection and thread; commits no longer checkpoint inline),
+  // handing it a WAL truncation left pending.
   // Errors: INVALID_ARGUMENT (options); NOT_FOUND (missing file with
   // !create_if_missing); FAILED_PRECONDITION (the file has a newer schema
   // than this build; or its ledger is behind the high-water mark);
@@ -95,6 +109,14 @@ class Database {
   // when options.ledger_mark_path is empty.
   LedgerMark* ledger_mark() { return ledger_mark_.get(); }
   const LedgerMarkCheck& ledger_mark_check() const { return mark_check_; }
+
+  // The deletion record; nullptr when options.deletion_record_path is
+  // empty.
+  DeletionRecord* deletion_record() { return deletion_record_.get(); }
+  // The recorded deletions Open found live in the file and erased.
+  const std::vector<DeletionEntry>& reapplied_deletions() const {
+    return reapplied_deletions_;
+  }
 
   // Runs this database's WAL checkpoints in the background
   // (storage/checkpointer.h); StagedImport pauses it.
@@ -138,6 +160,8 @@ class Database {
   AccessStore access_;
   std::unique_ptr<LedgerMark> ledger_mark_;
   LedgerMarkCheck mark_check_;
+  std::unique_ptr<DeletionRecord> deletion_record_;
+  std::vector<DeletionEntry> reapplied_deletions_;
   // Declared after conn_: destroyed (its thread stopped) before conn_ closes.
   std::unique_ptr<Checkpointer> checkpointer_;
 };

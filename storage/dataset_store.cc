@@ -11,8 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "core/common/status_macros.h"
+#include "storage/access_store.h"
 #include "storage/blob_codec.h"
+#include "storage/checkpointer.h"
 #include "storage/database.h"
 #include "storage/dataset_rows.h"
 #include "storage/sqlite.h"
@@ -374,10 +377,11 @@ absl::StatusOr<int64_t> DatasetStore::DiscardStagedImports() {
         RETURN_IF_ERROR(del.BindInt64(1, id));
         RETURN_IF_ERROR(del.Run());
       }
+      if (!ids.empty()) RETURN_IF_ERROR(MarkWalTruncationPending(conn));
       RETURN_IF_ERROR(txn.Commit());
       discarded = static_cast<int64_t>(ids.size());
     }
-    if (discarded > 0) RETURN_IF_ERROR(CheckpointAndTruncate(conn));
+    if (discarded > 0) (void)TruncateWalOrDefer(conn);
     return discarded;
   });
 }
@@ -397,21 +401,6 @@ absl::StatusOr<int64_t> DatasetStore::PurgeRowsLocked(Connection& conn,
   return blocks;
 }
 
-absl::Status DatasetStore::CheckpointAndTruncate(Connection& conn) {
-  for (int attempt = 0;; ++attempt) {
-    ASSIGN_OR_RETURN(Statement ck,
-                     conn.Prepare("PRAGMA wal_checkpoint(TRUNCATE)"));
-    ASSIGN_OR_RETURN(bool row, ck.Step());
-    if (row && ck.ColumnInt64(0) == 0) return absl::OkStatus();  // not busy
-    if (attempt == 50) {
-      return absl::UnavailableError(
-          "rows removed, but the WAL checkpoint stayed busy; it completes at "
-          "the next checkpoint");
-    }
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-}
-
 absl::StatusOr<DatasetRecord> DatasetStore::Get(absl::string_view name) {
   return db_.WithConnection(
       [&](Connection& conn) -> absl::StatusOr<DatasetRecord> {
@@ -422,6 +411,30 @@ absl::StatusOr<DatasetRecord> DatasetStore::Get(absl::string_view name) {
         }
         return r;
       });
+}
+
+absl::StatusOr<int64_t> DatasetStore::EraseLocked(Connection& conn, int64_t id,
+                                                  int64_t deleted_at) {
+  ASSIGN_OR_RETURN(int64_t blocks, PurgeRowsLocked(conn, id));
+  // The tombstone keeps public metadata only: the number of stored nonzeros
+  // is a statistic of the erased rows.
+  ASSIGN_OR_RETURN(Statement tomb,
+                   conn.Prepare("UPDATE datasets SET deleted_at = ?, "
+                                "nonzeros = 0 WHERE id = ?"));
+  RETURN_IF_ERROR(tomb.BindInt64(1, deleted_at));
+  RETURN_IF_ERROR(tomb.BindInt64(2, id));
+  RETURN_IF_ERROR(tomb.Run());
+  RETURN_IF_ERROR(MarkWalTruncationPending(conn));
+  return blocks;
+}
+
+bool DatasetStore::TruncateWalOrDefer(Connection& conn) {
+  absl::StatusOr<bool> done =
+      CompletePendingWalTruncation(conn, db_.options().wal_truncate_wait);
+  if (done.ok() && *done) return true;
+  // Database::Open hands a pending flag to the checkpointer once it runs.
+  if (db_.checkpointer_ != nullptr) db_.checkpointer_->RequestTruncate();
+  return false;
 }
 
 absl::StatusOr<DeletedDataset> DatasetStore::Delete(absl::string_view name) {
@@ -436,28 +449,105 @@ absl::StatusOr<DeletedDataset> DatasetStore::Delete(absl::string_view name) {
             return absl::NotFoundError(
                 absl::StrCat("dataset \"", name, "\" not found"));
           }
-          ASSIGN_OR_RETURN(out.blocks_deleted,
-                           PurgeRowsLocked(conn, out.record.id));
           const int64_t id = out.record.id;
-          ASSIGN_OR_RETURN(
-              Statement tomb,
-              conn.Prepare("UPDATE datasets SET deleted_at = ? WHERE id = ?"));
           out.record.deleted_at_micros = internal::NowMicros();
-          RETURN_IF_ERROR(tomb.BindInt64(1, out.record.deleted_at_micros));
-          RETURN_IF_ERROR(tomb.BindInt64(2, id));
-          RETURN_IF_ERROR(tomb.Run());
-          RETURN_IF_ERROR(txn.Commit());
+          ASSIGN_OR_RETURN(out.blocks_deleted,
+                           EraseLocked(conn, id, out.record.deleted_at_micros));
+          out.record.nonzeros = 0;
+          out.record.feature_names.clear();
+          // Recorded outside the database before the commit: a crash in
+          // between leaves a recorded, still live dataset, which the next
+          // open erases (storage/deletion_record.h, "Crash ordering").
+          DeletionRecord* record = db_.deletion_record();
+          if (record != nullptr) {
+            DeletionEntry entry;
+            entry.dataset_id = id;
+            entry.created_at_micros = out.record.created_at_micros;
+            entry.deleted_at_micros = out.record.deleted_at_micros;
+            entry.name = out.record.name;
+            absl::Status recorded = record->Add(entry);
+            if (!recorded.ok()) {
+              return absl::UnavailableError(absl::StrCat(
+                  "the deletion could not be recorded beside the database (",
+                  recorded.message(), "); nothing was deleted"));
+            }
+          }
+          absl::Status committed = txn.Commit();
+          if (!committed.ok()) {
+            if (record != nullptr) (void)record->Remove(id);
+            return committed;
+          }
         }
         // Copy every page back into the main file and truncate the WAL, so
         // the old row pages survive in neither file.
-        absl::Status ck = CheckpointAndTruncate(conn);
-        if (!ck.ok()) {
-          return absl::UnavailableError(
-              "dataset deleted, but the WAL checkpoint stayed busy; it "
-              "completes at the next checkpoint");
-        }
+        out.wal_truncation_pending = !TruncateWalOrDefer(conn);
         return out;
       });
+}
+
+absl::StatusOr<std::vector<DeletionEntry>> DatasetStore::ReapplyDeletions(
+    const std::vector<DeletionEntry>& entries) {
+  return db_.WithConnection(
+      [&](Connection& conn) -> absl::StatusOr<std::vector<DeletionEntry>> {
+        // Tombstones written before deletions cleared their statistics.
+        RETURN_IF_ERROR(conn.Execute(
+            "UPDATE datasets SET nonzeros = 0 WHERE deleted_at > 0 AND "
+            "nonzeros != 0"));
+        std::vector<DeletionEntry> purged;
+        for (const DeletionEntry& e : entries) {
+          Transaction txn(conn);
+          RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
+          int64_t deleted_at = 0;
+          bool live = false;
+          {
+            ASSIGN_OR_RETURN(
+                Statement st,
+                conn.Prepare(
+                    "SELECT d.deleted_at, d.nonzeros, EXISTS(SELECT 1 "
+                    "FROM dataset_blocks b WHERE b.dataset_id = d.id) "
+                    "FROM datasets d WHERE d.id = ? AND d.created_at = "
+                    "?"));
+            RETURN_IF_ERROR(st.BindInt64(1, e.dataset_id));
+            RETURN_IF_ERROR(st.BindInt64(2, e.created_at_micros));
+            ASSIGN_OR_RETURN(bool row, st.Step());
+            // No row: not in this database (or the id is another dataset's).
+            if (row) {
+              deleted_at = st.ColumnInt64(0);
+              live = deleted_at == 0 || st.ColumnInt64(1) != 0 ||
+                     st.ColumnInt64(2) != 0;
+            }
+          }
+          if (!live) continue;
+          ASSIGN_OR_RETURN(
+              int64_t blocks,
+              EraseLocked(conn, e.dataset_id,
+                          deleted_at > 0 ? deleted_at : e.deleted_at_micros));
+          AuditRecord audit;
+          audit.principal = "dpopt-server";
+          audit.method = "Server/ReapplyDeletion";
+          audit.dataset = e.name;
+          audit.detail = absl::StrCat(
+              "dataset \"", e.name, "\" (id ", e.dataset_id, "), deleted at ",
+              absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
+                               absl::FromUnixMicros(e.deleted_at_micros),
+                               absl::UTCTimeZone()),
+              ", was live in this database (a backup restored from before the "
+              "deletion, or an interrupted deletion): ",
+              blocks, " row block(s) erased again");
+          RETURN_IF_ERROR(AccessStore::AppendAuditLocked(conn, audit));
+          RETURN_IF_ERROR(txn.Commit());
+          purged.push_back(e);
+        }
+        ASSIGN_OR_RETURN(bool pending, storage::WalTruncationPending(conn));
+        if (pending) (void)TruncateWalOrDefer(conn);
+        return purged;
+      });
+}
+
+absl::StatusOr<bool> DatasetStore::WalTruncationPending() {
+  return db_.WithConnection([](Connection& conn) -> absl::StatusOr<bool> {
+    return storage::WalTruncationPending(conn);
+  });
 }
 
 absl::StatusOr<std::vector<DatasetRecord>> DatasetStore::List() {

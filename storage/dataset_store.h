@@ -20,6 +20,7 @@
 #include "core/data/dataset.h"
 #include "storage/checkpointer.h"
 #include "storage/dataset_import.h"
+#include "storage/deletion_record.h"
 
 namespace dpopt::storage {
 
@@ -64,6 +65,11 @@ inline constexpr int64_t kImportInProgress = -1;
 struct DeletedDataset {
   DatasetRecord record;
   int64_t blocks_deleted = 0;
+  // The deletion committed, but the WAL could not be truncated within
+  // DatabaseOptions::wal_truncate_wait (a reader was still using it), so
+  // copies of erased pages may remain in the WAL until the checkpointer's
+  // retry completes (storage/checkpointer.h, "Pending WAL truncation").
+  bool wal_truncation_pending = false;
 };
 
 class StagedImport;
@@ -88,10 +94,11 @@ class DatasetStore {
   // budget admissions, interleave), and makes the dataset visible in one
   // final transaction. Memory is bounded by one block and one line. Until
   // that commit nothing is visible; an error, a Discard() or destruction
-  // removes every staged row (secure_delete, WAL truncated) and frees the
-  // name; a crash leaves a staged record that DiscardStagedImports() removes
-  // (the server calls it at start, holding the database lock).
-  // INVALID_ARGUMENT for bad options; ALREADY_EXISTS; UNAVAILABLE.
+  // removes every staged row (secure_delete, WAL truncated or its
+  // truncation left pending, as by Delete) and frees the name; a crash leaves a
+  // staged record that DiscardStagedImports() removes (the server calls it at
+  // start, holding the database lock). INVALID_ARGUMENT for bad options;
+  // ALREADY_EXISTS; UNAVAILABLE.
   absl::StatusOr<std::unique_ptr<StagedImport>> BeginImport(
       const ImportOptions& options);
   // Removes every staged import (see BeginImport); returns how many. Only
@@ -111,10 +118,35 @@ class DatasetStore {
   // overwritten with zeros), keeps its metadata row as a tombstone so that
   // its ledger, jobs and audit history stay and its name stays reserved
   // (re-importing under the same name would otherwise restart the budget of
-  // the same people's data), then checkpoints and truncates the WAL so no
-  // copy of the rows remains in either file.
-  // Errors: NOT_FOUND (no such dataset, or already deleted); UNAVAILABLE.
+  // the same people's data), clears the statistics of its rows (nonzeros),
+  // and marks the WAL's truncation pending in the same transaction. Before
+  // that transaction commits the deletion is written to the database's
+  // deletion record (storage/deletion_record.h), if it has one. Then it
+  // checkpoints and truncates the WAL, so no copy of the rows remains in
+  // either file; if a reader keeps the WAL busy for longer than
+  // DatabaseOptions::wal_truncate_wait, the result says
+  // wal_truncation_pending and the checkpointer retries until it completes.
+  // Errors: NOT_FOUND (no such dataset, or already deleted); UNAVAILABLE
+  // (database busy, or the deletion record cannot be written: nothing was
+  // deleted).
   absl::StatusOr<DeletedDataset> Delete(absl::string_view name);
+
+  // Completes recorded deletions in a database that does not reflect them
+  // (a restored backup taken before the deletion, or a deletion whose
+  // transaction a crash interrupted): every dataset of `entries` that is
+  // here with the same id and creation time and still has rows (or is not
+  // deleted, or has statistics) is purged and tombstoned as Delete does,
+  // in one transaction per dataset together with an audit record
+  // ("Server/ReapplyDeletion"); and the statistics of every tombstone
+  // written before deletions cleared them are cleared. Returns the entries
+  // it purged. Afterwards
+  // the WAL truncation is attempted as by Delete; if it stays busy the flag
+  // stays pending (Database::Open hands it to the checkpointer).
+  absl::StatusOr<std::vector<DeletionEntry>> ReapplyDeletions(
+      const std::vector<DeletionEntry>& entries);
+
+  // Whether a deletion's WAL truncation is still pending.
+  absl::StatusOr<bool> WalTruncationPending();
 
   // All datasets that are not deleted, ordered by name.
   absl::StatusOr<std::vector<DatasetRecord>> List();
@@ -134,9 +166,13 @@ class DatasetStore {
   friend class StagedImport;
   // Removes dataset `id`'s rows, feature names and grants (secure_delete).
   static absl::StatusOr<int64_t> PurgeRowsLocked(Connection& conn, int64_t id);
-  // Copies the WAL into the main file and truncates it, so freed row pages
-  // survive in neither file (retries while readers keep it busy).
-  static absl::Status CheckpointAndTruncate(Connection& conn);
+  // PurgeRowsLocked, then makes `id` a tombstone deleted at `deleted_at`
+  // with its statistics cleared, and marks the WAL truncation pending.
+  static absl::StatusOr<int64_t> EraseLocked(Connection& conn, int64_t id,
+                                             int64_t deleted_at);
+  // CompletePendingWalTruncation within DatabaseOptions::wal_truncate_wait;
+  // hands what is left to the checkpointer. Returns whether it completed.
+  bool TruncateWalOrDefer(Connection& conn);
   // The record named `name`, read on `conn` (caller holds the lock).
   static absl::StatusOr<DatasetRecord> GetLocked(Connection& conn,
                                                  absl::string_view name);

@@ -114,11 +114,16 @@ absl::StatusOr<LedgerEntry> Ledger::ChargeAndCreateJob(
               absl::StrCat("dataset \"", dataset.name,
                            "\" is public: it has no privacy budget to charge"));
         }
-        ASSIGN_OR_RETURN(LedgerTotals prior,
-                         CostsLocked(conn, dataset, charge.principal));
         ASSIGN_OR_RETURN(
             std::optional<GrantRecord> grant,
             AccessStore::FindGrantLocked(conn, charge.principal, dataset.id));
+        if (charge.require_grant && !grant.has_value()) {
+          // The message of a missing dataset (no existence leak).
+          return absl::NotFoundError(
+              absl::StrCat("dataset \"", dataset.name, "\" not found"));
+        }
+        ASSIGN_OR_RETURN(LedgerTotals prior,
+                         CostsLocked(conn, dataset, charge.principal));
         RETURN_IF_ERROR(
             ApplyAdmissionRule(admit, dataset, prior, grant, charge.principal));
 

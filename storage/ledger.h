@@ -39,6 +39,11 @@ struct ChargeRequest {
   double delta = 0;        // in [0, 1]
   std::string principal;
   std::string note;
+  // `principal` is an analyst: the dataset must still be granted to it,
+  // re-checked inside the admission transaction (a grant revoked after the
+  // job was prepared admits nothing); NOT_FOUND, like a dataset it cannot
+  // see, if it is not.
+  bool require_grant = false;
 
   // INVALID_ARGUMENT naming the offending field.
   absl::Status Validate() const;
@@ -118,7 +123,8 @@ class Ledger {
   // Returns the appended entry (its job_id is the created job's id,
   // generated if job.id was empty).
   // Errors: INVALID_ARGUMENT (bad charge or job; charge.dataset !=
-  // job.dataset); NOT_FOUND (dataset); FAILED_PRECONDITION (public dataset:
+  // job.dataset); NOT_FOUND (dataset; or charge.require_grant and the
+  // principal holds no grant on it); FAILED_PRECONDITION (public dataset:
   // it has no budget); ALREADY_EXISTS (job id taken); UNAVAILABLE (database
   // busy); DATA_LOSS (a stored charge is corrupt); `admit`'s own status.
   // On any error nothing is written.

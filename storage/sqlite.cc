@@ -114,7 +114,8 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
     return SqliteStatus(rc, absl::StrCat("opening ", path), errmsg);
   }
   sqlite3_extended_result_codes(db, 1);
-  std::unique_ptr<Connection> conn(new Connection(db, path));
+  std::unique_ptr<Connection> conn(
+      new Connection(db, path, options.busy_timeout_ms));
   sqlite3_busy_timeout(db, options.busy_timeout_ms);
   if (options.read_only) {
     // Reading the schema detects a non-database file (DATA_LOSS).
@@ -169,6 +170,22 @@ absl::StatusOr<Connection::CheckpointResult> Connection::CheckpointPassive() {
   const int rc = sqlite3_wal_checkpoint_v2(
       db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, &wal_frames, &checkpointed);
   if (rc == SQLITE_BUSY) return CheckpointResult{-1, -1};
+  if (rc != SQLITE_OK) {
+    return SqliteStatus(rc, "checkpoint", sqlite3_errmsg(db_));
+  }
+  return CheckpointResult{wal_frames, checkpointed};
+}
+
+absl::StatusOr<Connection::CheckpointResult> Connection::CheckpointTruncate() {
+  int wal_frames = 0;
+  int checkpointed = 0;
+  sqlite3_busy_timeout(db_, 0);
+  const int rc = sqlite3_wal_checkpoint_v2(
+      db_, nullptr, SQLITE_CHECKPOINT_TRUNCATE, &wal_frames, &checkpointed);
+  sqlite3_busy_timeout(db_, busy_timeout_ms_);
+  if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) {
+    return CheckpointResult{-1, -1};
+  }
   if (rc != SQLITE_OK) {
     return SqliteStatus(rc, "checkpoint", sqlite3_errmsg(db_));
   }

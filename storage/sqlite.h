@@ -134,15 +134,23 @@ class Connection {
     int64_t checkpointed_frames = 0;
   };
   absl::StatusOr<CheckpointResult> CheckpointPassive();
+  // "PRAGMA wal_checkpoint(TRUNCATE)" without waiting: copies every WAL
+  // frame into the database file and truncates the WAL to zero bytes, or,
+  // if a reader still uses the WAL or another checkpoint or writer is in
+  // the way, gives up at once (both -1) instead of blocking writers for the
+  // busy timeout. On success wal_frames is 0.
+  absl::StatusOr<CheckpointResult> CheckpointTruncate();
 
  private:
   friend class Statement;
-  Connection(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  Connection(sqlite3* db, std::string path, int busy_timeout_ms)
+      : db_(db), path_(std::move(path)), busy_timeout_ms_(busy_timeout_ms) {}
   // Takes back a reset statement (Statement's destructor).
   void Release(sqlite3_stmt* stmt);
 
   sqlite3* db_;
   std::string path_;
+  int busy_timeout_ms_;
   std::function<void(int64_t)> on_wal_commit_;
   absl::flat_hash_map<std::string, std::vector<sqlite3_stmt*>> cache_;
   size_t cached_ = 0;

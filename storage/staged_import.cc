@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
 #include "storage/blob_codec.h"
+#include "storage/checkpointer.h"
 #include "storage/database.h"
 #include "storage/dataset_rows.h"
 #include "storage/sqlite.h"
@@ -213,12 +214,12 @@ absl::Status StagedImport::Discard() {
       RETURN_IF_ERROR(del.BindInt64(1, id_));
       RETURN_IF_ERROR(del.BindInt64(2, kImportInProgress));
       RETURN_IF_ERROR(del.Run());
+      // Staged rows are private: leave no copy in the WAL either (retried
+      // by the checkpointer if a reader keeps it busy).
+      if (wrote_rows_) RETURN_IF_ERROR(MarkWalTruncationPending(conn));
       RETURN_IF_ERROR(txn.Commit());
     }
-    // Staged rows are private: leave no copy in the WAL either.
-    if (wrote_rows_) {
-      RETURN_IF_ERROR(DatasetStore::CheckpointAndTruncate(conn));
-    }
+    if (wrote_rows_) (void)db_.datasets().TruncateWalOrDefer(conn);
     return absl::OkStatus();
   });
   checkpoints_paused_.reset();

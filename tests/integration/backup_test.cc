@@ -82,12 +82,14 @@ TEST(BackupRestoreTest, OldBackupIsRefusedUnlessTheRollbackIsForced) {
   EXPECT_EQ(**mark, before.entries(3).sequence());
 
   // The restore refuses to run under the live server.
-  EXPECT_EQ(storage::RestoreDatabase(backup, server.db_path(), mark_path)
-                .status()
-                .code(),
+  storage::RestoreOptions restore;
+  restore.from = backup;
+  restore.db_path = server.db_path();
+  restore.ledger_mark_path = mark_path;
+  EXPECT_EQ(storage::RestoreDatabase(restore).status().code(),
             absl::StatusCode::kFailedPrecondition);
   server.Stop();
-  auto restored = storage::RestoreDatabase(backup, server.db_path(), mark_path);
+  auto restored = storage::RestoreDatabase(restore);
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_EQ(restored->restored.ledger_seq, 2);
   EXPECT_EQ(restored->mark_seq, 4);

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -19,6 +20,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "dpopt/v1/dpopt.grpc.pb.h"
@@ -29,9 +31,11 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
 #include "server/auth.h"
+#include "server/job_admission.h"
 #include "server/server.h"
 #include "storage/access_store.h"
 #include "storage/backup.h"
+#include "storage/database.h"
 #include "storage/sqlite.h"
 #include "tests/integration/test_server.h"
 
@@ -627,7 +631,12 @@ TEST(HostileClientTest, FilesTheServerAndBackupCreateAreOwnerOnly) {
     ASSERT_TRUE(storage::BackupDatabase(db, backup).ok());
     ExpectPrivate(backup);
     server.Stop();
-    auto restored = storage::RestoreDatabase(backup, db, db + ".ledger-mark");
+    storage::RestoreOptions restore;
+    restore.from = backup;
+    restore.db_path = db;
+    restore.ledger_mark_path = db + ".ledger-mark";
+    restore.keep_old = true;
+    auto restored = storage::RestoreDatabase(restore);
     ASSERT_TRUE(restored.ok()) << restored.status();
     ExpectPrivate(db);
     for (const std::string& aside : restored->moved_aside) {
@@ -752,6 +761,225 @@ TEST(HostileClientTest, AuditArchiveMovesOldRecordsAndKeepsTheChain) {
   const std::string verify = absl::StrCat(
       DPOPT_SERVER_BIN, " audit-verify --db=", db, " > /dev/null 2>&1");
   EXPECT_EQ(std::system(verify.c_str()), 0);
+}
+
+// ----------------------------------------------- deletion and visibility
+
+// A value no other row, page or record holds: its 8 bytes are searched for
+// in the database files.
+constexpr double kCanary = 271828.18284590452;
+
+std::string CanaryBytes() {
+  std::string bytes(sizeof(double), '\0');
+  std::memcpy(bytes.data(), &kCanary, sizeof(double));
+  return bytes;
+}
+
+bool FileHoldsCanary(const std::string& path) {
+  if (!std::filesystem::exists(path)) return false;
+  return ReadFileOrDie(path).find(CanaryBytes()) != std::string::npos;
+}
+
+TEST(HostileClientTest, ADeletedDatasetStaysDeletedAfterRestore) {
+  const mode_t old_umask = ::umask(022);
+  {
+    TestServer server;
+    const std::string db = server.db_path();
+    const std::string dir = std::filesystem::path(db).parent_path().string();
+    std::string rows;
+    for (int i = 0; i < 3000; ++i) {
+      absl::StrAppend(&rows, absl::StrFormat("%.17g", kCanary), ",", i % 7, ",",
+                      i % 2 == 0 ? "1" : "-1", "\n");
+    }
+    ASSERT_TRUE(server.Import(SmallCsvHeader("secret", 1), rows).ok());
+    ASSERT_TRUE(server.Import(SmallCsvHeader("kept", 1), SmallCsv(10)).ok());
+    const std::string backup = db + ".backup";
+    ASSERT_TRUE(storage::BackupDatabase(db, backup).ok());
+    {
+      grpc::ClientContext ctx;
+      v1::DeleteDatasetRequest req;
+      req.set_name("secret");
+      v1::DeleteDatasetResponse resp;
+      ASSERT_TRUE(server.datasets().DeleteDataset(&ctx, req, &resp).ok());
+      EXPECT_FALSE(resp.wal_truncation_pending());
+    }
+    ExpectPrivate(db + ".deletions");
+    server.Stop();
+    ASSERT_TRUE(FileHoldsCanary(backup));  // the test can see the rows
+
+    storage::RestoreOptions restore;
+    restore.from = backup;
+    restore.db_path = db;
+    restore.ledger_mark_path = db + ".ledger-mark";
+    restore.deletion_record_path = db + ".deletions";
+    auto restored = storage::RestoreDatabase(restore);
+    ASSERT_TRUE(restored.ok()) << restored.status();
+    ASSERT_EQ(restored->reapplied_deletions.size(), 1u);
+    EXPECT_TRUE(restored->moved_aside.empty());
+    EXPECT_FALSE(FileHoldsCanary(db));
+    EXPECT_FALSE(FileHoldsCanary(db + "-wal"));
+    int files = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      const std::string name = e.path().filename().string();
+      EXPECT_EQ(name.find("pre-restore"), std::string::npos) << name;
+      EXPECT_EQ(name.find("restore-tmp"), std::string::npos) << name;
+      ExpectPrivate(e.path().string());
+      ++files;
+    }
+    Figure("files beside the database after restore", files, "files");
+
+    server.Start();
+    grpc::ClientContext ctx;
+    v1::GetDatasetRequest req;
+    req.set_name("secret");
+    v1::DatasetInfo info;
+    EXPECT_EQ(server.datasets().GetDataset(&ctx, req, &info).error_code(),
+              grpc::NOT_FOUND);
+    bool audited = false;
+    for (const v1::AuditEntry& e : Audit(server)) {
+      audited |=
+          e.method() == "Server/ReapplyDeletion" && e.dataset() == "secret";
+    }
+    EXPECT_TRUE(audited);
+    EXPECT_FALSE(FileHoldsCanary(db));
+    EXPECT_FALSE(FileHoldsCanary(db + "-wal"));
+  }
+  ::umask(old_umask);
+}
+
+// The median of `v` (copied).
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+TEST(HostileClientTest, AnUngrantedDatasetCostsTheSameAsAMissingOne) {
+  TestServer server;
+  // A dataset whose record is expensive to load (50,000 feature names):
+  // deciding visibility by loading it would take measurably longer than
+  // finding nothing.
+  constexpr int kFeatures = 50000;
+  v1::ImportHeader header = SmallCsvHeader("hidden_dataset", 1);
+  header.set_dimension(kFeatures);
+  header.set_has_header(true);
+  std::string csv;
+  for (int j = 0; j < kFeatures; ++j) absl::StrAppend(&csv, "f", j, ",");
+  csv += "label\n";
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < kFeatures; ++j) absl::StrAppend(&csv, "0.5,");
+    csv += i == 0 ? "1\n" : "-1\n";
+  }
+  ASSERT_TRUE(server.Import(header, csv).ok());
+  const std::string alice = server.CreateAnalyst("alice");
+  Stubs as_alice(TokenChannel(server.target(), alice));
+
+  auto get = [](Stubs& s, const std::string& name, grpc::Status* status) {
+    grpc::ClientContext ctx;
+    v1::GetDatasetRequest req;
+    req.set_name(name);
+    v1::DatasetInfo info;
+    const absl::Time start = absl::Now();
+    *status = s.datasets->GetDataset(&ctx, req, &info);
+    return absl::ToDoubleMicroseconds(absl::Now() - start);
+  };
+  // Same code, same message (up to the name, of the same length).
+  grpc::Status hidden, absent;
+  get(as_alice, "hidden_dataset", &hidden);
+  get(as_alice, "absent_dataset", &absent);
+  EXPECT_EQ(hidden.error_code(), grpc::NOT_FOUND);
+  EXPECT_EQ(absent.error_code(), grpc::NOT_FOUND);
+  EXPECT_EQ(hidden.error_message(), "dataset \"hidden_dataset\" not found");
+  EXPECT_EQ(absent.error_message(), "dataset \"absent_dataset\" not found");
+  for (const auto& [name, spec_name] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"hidden_dataset", "hidden_dataset"},
+           {"absent_dataset", "absent_dataset"}}) {
+    v1::Job job;
+    const grpc::Status st =
+        Submit(as_alice, QuickDpGdSpec(spec_name, 0.1), &job);
+    EXPECT_EQ(st.error_code(), grpc::NOT_FOUND) << name;
+    EXPECT_EQ(st.error_message(),
+              absl::StrCat("dataset \"", name, "\" not found"));
+  }
+
+  // Alternated, after a warm-up: medians of 200 calls each.
+  std::vector<double> hidden_us, absent_us, curator_us;
+  Stubs as_curator(TokenChannel(server.target(), server.curator_token()));
+  grpc::Status ignored;
+  for (int i = 0; i < 20; ++i) {
+    get(as_alice, "hidden_dataset", &ignored);
+    get(as_alice, "absent_dataset", &ignored);
+  }
+  for (int i = 0; i < 200; ++i) {
+    hidden_us.push_back(get(as_alice, "hidden_dataset", &ignored));
+    absent_us.push_back(get(as_alice, "absent_dataset", &ignored));
+    if (i % 10 == 0) {
+      // What loading the record costs (the curator may see it).
+      curator_us.push_back(get(as_curator, "hidden_dataset", &ignored));
+    }
+  }
+  const double h = Median(hidden_us), a = Median(absent_us);
+  Figure("ungranted dataset, median GetDataset", h, "us");
+  Figure("missing dataset, median GetDataset", a, "us");
+  Figure("ungranted / missing", h / a, "x");
+  Figure("loading the record (curator GetDataset), median", Median(curator_us),
+         "us");
+  // Only a gross bound (the VM is noisy): loading the record first made
+  // the ungranted dataset many times slower than the missing one.
+  EXPECT_LT(h, 2.0 * a + 200)
+      << "ungranted " << h << " us, missing " << a << " us";
+}
+
+TEST(HostileClientTest, AGrantRevokedBetweenPrepareAndChargeAdmitsNothing) {
+  TestServer server;
+  ASSERT_TRUE(server.Import(SmallCsvHeader("d", 5), SmallCsv(100)).ok());
+  server.CreateAnalyst("alice");
+  ASSERT_TRUE(server.Grant("alice", "d").ok());
+  // The admission of the server, on a second handle to its database: the
+  // steps SubmitJob runs, with the revocation in between.
+  auto db = storage::Database::Open(server.db_path());
+  ASSERT_TRUE(db.ok()) << db.status();
+  server::JobAdmission admission(db->get(), server::ExecutionEnvironment(),
+                                 1e13);
+  auto prepare = [&]() {
+    absl::StatusOr<server::PreparedJob> p =
+        admission.Prepare(QuickDpGdSpec("d", 0.5));
+    EXPECT_TRUE(p.ok()) << p.status();
+    p->principal = "alice";
+    p->requires_grant = true;
+    return std::move(*p);
+  };
+  auto record = [](const server::PreparedJob& p, const std::string& id) {
+    storage::JobRecord r;
+    r.id = id;
+    r.dataset = p.dataset.name;
+    r.principal = p.principal;
+    r.state = storage::JobState::kQueued;
+    r.spec = p.spec.SerializeAsString();
+    r.steps_total = p.calibration.steps;
+    return r;
+  };
+  {
+    server::PreparedJob p = prepare();
+    EXPECT_TRUE(admission.ChargeAndCreate(p, record(p, "granted-job")).ok());
+  }
+  {
+    server::PreparedJob p = prepare();
+    // Prepared while the grant existed; revoked before the charge.
+    grpc::ClientContext ctx;
+    v1::RevokeGrantRequest req;
+    req.set_principal("alice");
+    req.set_dataset("d");
+    v1::Grant resp;
+    ASSERT_TRUE(server.admin().RevokeGrant(&ctx, req, &resp).ok());
+    auto outcome = admission.ChargeAndCreate(p, record(p, "revoked-job"));
+    EXPECT_EQ(outcome.status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(outcome.status().message(), "dataset \"d\" not found");
+  }
+  auto entries = (*db)->ledger().List("d");
+  ASSERT_TRUE(entries.ok());
+  EXPECT_EQ(entries->size(), 1u);  // only the granted job's charge
+  EXPECT_FALSE((*db)->jobs().Get("revoked-job").ok());
 }
 
 // ----------------------------------------------------- reflection

@@ -261,7 +261,17 @@ TEST(BackupTest, InspectRejectsDamagedAndForeignFiles) {
               StatusIs(absl::StatusCode::kDataLoss));
 }
 
-TEST(RestoreTest, RestoresMovesAsideAndRefusesUnderALock) {
+RestoreOptions Restore(const std::string& from, const std::string& db_path,
+                       const std::string& mark, bool keep_old = false) {
+  RestoreOptions o;
+  o.from = from;
+  o.db_path = db_path;
+  o.ledger_mark_path = mark;
+  o.keep_old = keep_old;
+  return o;
+}
+
+TEST(RestoreTest, RestoresMovesAsideWithKeepOldAndRefusesUnderALock) {
   TempDir dir;
   const std::string db_path = dir.File("d.db");
   const std::string mark = dir.File("d.db.ledger-mark");
@@ -280,13 +290,15 @@ TEST(RestoreTest, RestoresMovesAsideAndRefusesUnderALock) {
     // A running server holds the lock: no restore under it.
     ASSERT_OK_AND_ASSIGN(auto lock,
                          FileLock::TryAcquire(DatabaseLockPath(db_path)));
-    EXPECT_THAT(RestoreDatabase(dir.File("old.db"), db_path, mark),
+    EXPECT_THAT(RestoreDatabase(Restore(dir.File("old.db"), db_path, mark)),
                 StatusIs(absl::StatusCode::kFailedPrecondition));
   }
-  EXPECT_THAT(RestoreDatabase(dir.File("none.db"), db_path, mark),
+  EXPECT_THAT(RestoreDatabase(Restore(dir.File("none.db"), db_path, mark)),
               StatusIs(absl::StatusCode::kNotFound));
-  ASSERT_OK_AND_ASSIGN(RestoreReport r,
-                       RestoreDatabase(dir.File("old.db"), db_path, mark));
+  ASSERT_OK_AND_ASSIGN(
+      RestoreReport r,
+      RestoreDatabase(Restore(dir.File("old.db"), db_path, mark, true)));
+  EXPECT_TRUE(r.removed.empty());
   EXPECT_EQ(r.restored.ledger_seq, 1);
   EXPECT_EQ(r.mark_seq, 4);
   ASSERT_FALSE(r.moved_aside.empty());

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -30,6 +31,11 @@ class DatabaseTestPeer {
   static absl::Status Execute(Database& db, absl::string_view sql) {
     return db.WithConnection(
         [&](Connection& conn) { return conn.Execute(sql); });
+  }
+  // fn(Connection&) on the Database's connection, under its lock.
+  template <typename Fn>
+  static auto WithConnection(Database& db, Fn&& fn) {
+    return db.WithConnection(std::forward<Fn>(fn));
   }
   // First column of the first row of `sql`, as int64.
   static absl::StatusOr<int64_t> QueryInt(Database& db, absl::string_view sql) {

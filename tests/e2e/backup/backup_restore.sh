@@ -3,8 +3,10 @@
 # `dpopt-server backup` while the server runs a job, more charges, SIGTERM,
 # `dpopt-server restore` of the old backup, the refusal to start on the
 # rolled-back ledger, and the forced start with
-# --allow-ledger-rollback-respending-budget. Flags are spelled with dashes
-# and with underscores (server/main.cc accepts both).
+# --allow-ledger-rollback-respending-budget. A dataset deleted after the
+# backup stays deleted (erased from the restored copy, audited), and the
+# replaced database files are removed unless --keep-old. Flags are spelled
+# with dashes and with underscores (server/main.cc accepts both).
 #
 # Usage: tests/e2e/backup/backup_restore.sh SERVER_BIN CLI_BIN
 set -euo pipefail
@@ -65,6 +67,8 @@ echo "== server, a dataset, one finished job and one running job"
 start_server || fail "server did not start"
 dp dataset import census "$work/census.csv" --format=csv --dimension=2 \
   --epsilon-budget=10 --delta-budget=1e-6 >/dev/null
+dp dataset import doomed "$work/census.csv" --format=csv --dimension=2 \
+  --epsilon-budget=10 --delta-budget=1e-6 >/dev/null
 dp job submit "$work/small.json" --wait >/dev/null
 long_id="$(dp job submit "$work/long.json" --json | json "['id']")"
 
@@ -78,7 +82,10 @@ fi
 grep -q "already exists" "$work/again.err" || fail "overwrite message"
 dp job cancel "$long_id" >/dev/null
 
-echo "== two more charges after the backup"
+echo "== a deletion and two more charges after the backup"
+dp dataset delete doomed --yes >/dev/null
+grep -q "name=$(printf doomed | od -An -tx1 | tr -d ' \n')$" "$db.deletions" ||
+  fail "deletion not recorded: $(cat "$db.deletions")"
 dp job submit "$work/small.json" --wait >/dev/null
 dp job submit "$work/small.json" --wait >/dev/null
 [[ "$(charges)" == "4" ]] || fail "expected 4 charges"
@@ -94,7 +101,10 @@ stop_server
 echo "== restore, then the server refuses the rolled-back ledger"
 "$server_bin" restore --from="$work/old.backup" --db="$db" | tee "$work/restore.out"
 grep -q "2 charge(s) behind" "$work/restore.out" || fail "restore did not warn"
-ls "$db".pre-restore-* >/dev/null || fail "previous database not kept"
+grep -q 'dataset "doomed" was deleted after this backup' "$work/restore.out" ||
+  fail "restore did not erase the deleted dataset"
+if ls "$db".pre-restore-* >/dev/null 2>&1; then fail "previous database kept without --keep-old"; fi
+ls "$work" | grep -q "restore-tmp" && fail "restore left a temporary file"
 if start_server; then fail "server started on a rolled-back ledger"; fi
 grep -q "forget 2 charge(s) and let their privacy budget be spent again" \
   "$work/server.log" || fail "refusal message"
@@ -105,10 +115,19 @@ grep -q "WARNING: started on a ledger ROLLED BACK to charge #2" "$work/server.lo
   fail "no warning on forced start"
 [[ "$(charges)" == "2" ]] || fail "restored ledger has $(charges) charges"
 dp audit --json | grep -q "Server/AllowLedgerRollback" || fail "rollback not audited"
+dp audit --json | grep -q "Server/ReapplyDeletion" || fail "erasure not audited"
+if dp dataset show doomed >/dev/null 2>&1; then fail "deleted dataset is back"; fi
 grep -q "seq=2$" "$db.ledger-mark" || fail "mark not reset: $(cat "$db.ledger-mark")"
 dp job submit "$work/small.json" --wait >/dev/null
 stop_server
 start_server || fail "normal restart after the forced one failed"
 [[ "$(charges)" == "3" ]] || fail "expected 3 charges after restart"
 stop_server
+
+echo "== restore --keep-old keeps the replaced files (owner-only)"
+"$server_bin" restore --from="$work/old.backup" --db="$db" --keep-old >/dev/null
+ls "$db".pre-restore-* >/dev/null || fail "previous database not kept with --keep-old"
+for f in "$db".pre-restore-*; do
+  [[ "$(stat -c %a "$f")" == "600" ]] || fail "$f has mode $(stat -c %a "$f")"
+done
 echo "backup/restore e2e: OK"

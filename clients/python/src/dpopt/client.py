@@ -175,7 +175,9 @@ class Client:
 
     def delete_dataset(self, name):
         """Curators: erases the dataset's rows for good (its ledger stays and
-        its name stays reserved). Returns the number of cancelled jobs."""
+        its name stays reserved). Returns the number of cancelled jobs. (If
+        a reader kept the server's WAL busy, copies of erased pages may stay
+        in it until the server's background retry truncates it.)"""
         r = self._call(self._datasets.DeleteDataset, dpopt_pb2.DeleteDatasetRequest(name=name))
         return r.cancelled_jobs
 
