@@ -338,12 +338,27 @@ int JobResult(const ParsedArgs& a, const Globals& g) {
     return UsageError("usage: dpopt job result ID [--output FILE]");
   }
   Client c(g);
-  auto ctx = c.Context();
   pb::GetJobResultRequest req;
   req.set_id(a.positional()[0]);
   pb::JobResult r;
-  grpc::Status s = c.jobs().GetJobResult(ctx.get(), req, &r);
-  if (!s.ok()) return ReportRpcError(s, g);
+  {
+    auto ctx = c.Context();
+    grpc::Status s = c.jobs().GetJobResult(ctx.get(), req, &r);
+    if (!s.ok()) return ReportRpcError(s, g);
+  }
+  // The server sends the trace a bounded page at a time: fetch the rest.
+  while (r.next_trace_offset() > 0 && r.trace_size() < r.trace_points_total()) {
+    req.set_trace_offset(r.next_trace_offset());
+    pb::JobResult page;
+    auto ctx = c.Context();
+    grpc::Status s = c.jobs().GetJobResult(ctx.get(), req, &page);
+    if (!s.ok()) return ReportRpcError(s, g);
+    if (page.trace_size() == 0) break;
+    for (pb::TracePoint& t : *page.mutable_trace()) {
+      *r.add_trace() = std::move(t);
+    }
+    r.set_next_trace_offset(page.next_trace_offset());
+  }
   const std::string json = ToJson(r);
   if (a.Has("output")) {
     std::ofstream out(a.Get("output"));
@@ -405,7 +420,7 @@ std::vector<Command> JobCommands() {
        JobCancel},
       {"job result",
        "ID",
-       "the privatized model of a finished job",
+       "the privatized model of a finished job and its whole trace",
        {{"output", false, "write the result JSON to FILE", "FILE"}},
        JobResult},
   };
