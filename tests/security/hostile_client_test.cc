@@ -909,8 +909,15 @@ TEST(HostileClientTest, ADroppedWatcherWatchesAgainAndIsReplayedTheTrace) {
     v1::JobEvent ev;
     if (!r->Read(&ev)) break;
     if (watches > 0 && !Ended(ev.job())) reattached_while_running = true;
-    // The first time, stop reading for a while: the watcher falls behind.
-    if (watches == 0) std::this_thread::sleep_for(std::chrono::seconds(1));
+    // The first time, stop reading until the job has recorded 1500 points
+    // (12 MB: more than the watcher's 1 MiB plus what gRPC's flow-control
+    // windows let through, about 4 MB here): the watcher falls behind.
+    const absl::Time paused = absl::Now();
+    while (watches == 0 && absl::Now() - paused < absl::Seconds(120)) {
+      const v1::Job now = GetJob(curator, job.id());
+      if (now.steps_done() >= 1500 || Ended(now)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
     while (r->Read(&ev)) {
       if (ev.has_trace() && ev.trace().step() > last) {
         last = ev.trace().step();
