@@ -168,35 +168,55 @@ void PrintJob(const pb::Job& j) {
   }
 }
 
-// Streams a job's events until it ends. Returns the final job.
+// Streams a job's events until it ends. Returns the final job. A watch the
+// server dropped because it fell behind (RESOURCE_EXHAUSTED) is opened again;
+// the server then replays the stored trace, whose points already shown are
+// skipped.
 absl::StatusOr<pb::Job> Watch(Client& c, const std::string& id,
                               const Globals& g, grpc::Status* rpc_status) {
-  auto ctx = c.Context(/*deadline=*/false);
   pb::WatchJobRequest req;
   req.set_id(id);
-  auto reader = c.jobs().WatchJob(ctx.get(), req);
-  pb::JobEvent ev;
   pb::Job last;
   ProgressBar bar(!g.json);
   int64_t total = 0;
-  while (reader->Read(&ev)) {
-    if (g.json) std::cout << ToJsonLine(ev) << std::endl;
-    if (ev.has_job()) {
-      last = ev.job();
-      total = last.steps_total();
-      if (Terminal(last.state())) break;
-    } else if (ev.has_trace()) {
-      bar.Update(ev.trace(), total);
+  int64_t shown_step = -1;
+  constexpr int kMaxWatches = 10;
+  for (int watch = 1;; ++watch) {
+    auto ctx = c.Context(/*deadline=*/false);
+    auto reader = c.jobs().WatchJob(ctx.get(), req);
+    pb::JobEvent ev;
+    bool ended = false;
+    while (reader->Read(&ev)) {
+      if (ev.has_trace()) {
+        if (ev.trace().step() <= shown_step) continue;
+        shown_step = ev.trace().step();
+      }
+      if (g.json) std::cout << ToJsonLine(ev) << std::endl;
+      if (ev.has_job()) {
+        last = ev.job();
+        total = last.steps_total();
+        if (Terminal(last.state())) {
+          ended = true;
+          break;
+        }
+      } else if (ev.has_trace()) {
+        bar.Update(ev.trace(), total);
+      }
     }
+    ctx->TryCancel();
+    grpc::Status s = reader->Finish();
+    if (!ended && s.error_code() == grpc::RESOURCE_EXHAUSTED &&
+        absl::StrContains(s.error_message(), "dropped") &&
+        watch < kMaxWatches) {
+      continue;
+    }
+    bar.Done();
+    if (!s.ok() && s.error_code() != grpc::CANCELLED) {
+      *rpc_status = s;
+      return absl::UnknownError("watch failed");
+    }
+    return last;
   }
-  bar.Done();
-  ctx->TryCancel();
-  grpc::Status s = reader->Finish();
-  if (!s.ok() && s.error_code() != grpc::CANCELLED) {
-    *rpc_status = s;
-    return absl::UnknownError("watch failed");
-  }
-  return last;
 }
 
 int FinishWatch(Client& c, const std::string& id, const Globals& g) {
