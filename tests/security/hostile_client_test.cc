@@ -2,8 +2,12 @@
 // on 127.0.0.1 and clients that misbehave. Every loop is bounded in count
 // and in time; the figures a test measures are printed ("[figure] ...") for
 // docs/security.md, never asserted against timing targets.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sqlite3.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -1013,8 +1017,38 @@ std::vector<std::string> StoredTrace(const std::string& db,
   return out;
 }
 
+// The body of GET `path` from the console on 127.0.0.1:`port` as `token`
+// (HTTP/1.1 over a plain socket; "" on failure).
+std::string ConsoleGet(int port, const std::string& path,
+                       const std::string& token) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval timeout{60, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request = absl::StrCat(
+        "GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+        "Authorization: Bearer ", token, "\r\nConnection: close\r\n\r\n");
+    if (write(fd, request.data(), request.size()) ==
+        static_cast<ssize_t>(request.size())) {
+      char buf[65536];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, n);
+    }
+  }
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
 TEST(HostileClientTest, ALargeTraceIsFetchedInBoundedPages) {
-  TestServer server;
+  TestServer server(
+      [](server::ServerOptions& o) { o.console_listen = "127.0.0.1:0"; });
   ASSERT_TRUE(
       server.Import(WideCsvHeader("wide", kWide, true), WideCsv(100, kWide))
           .ok());
@@ -1057,6 +1091,14 @@ TEST(HostileClientTest, ALargeTraceIsFetchedInBoundedPages) {
   EXPECT_LE(largest, static_cast<size_t>(server::kMaxTraceBytesPerReply) +
                          64 * 1024);  // the model and calibration
   EXPECT_EQ(fetched, stored);
+
+  // The console pages through the trace too: its plot has every point.
+  const std::string page =
+      ConsoleGet(server.console_port(), "/console/api/jobs/" + job.id(),
+                 server.curator_token());
+  EXPECT_THAT(page,
+              HasSubstr("data-name=\"iterate norm\" data-points=\"2000\""));
+  EXPECT_THAT(page, HasSubstr("2000 trace points"));
 
   // A page size of the client's; out-of-range requests.
   {
