@@ -1134,6 +1134,64 @@ TEST(HostileClientTest, ALargeTraceIsFetchedInBoundedPages) {
   }
 }
 
+TEST(HostileClientTest, OneConnectionHasAtMostMaxConcurrentStreams) {
+  TestServer server([](server::ServerOptions& o) {
+    o.max_concurrent_streams = 4;
+    o.limits.max_watch_streams = 0;  // only the transport's limit applies
+  });
+  ASSERT_TRUE(
+      server.Import(SmallCsvHeader("private", 1e6), SmallCsv(2000)).ok());
+  Stubs curator(TokenChannel(server.target(), server.curator_token()));
+  v1::Job job;
+  ASSERT_TRUE(Submit(curator, LongSpec("private"), &job).ok());
+  v1::WatchJobRequest req;
+  req.set_id(job.id());
+  struct Watch {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader;
+  };
+  // Four streams on one connection are served (each gets the job first).
+  std::vector<std::unique_ptr<Watch>> open;
+  for (int i = 0; i < 4; ++i) {
+    auto w = std::make_unique<Watch>();
+    w->ctx.set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::seconds(60));
+    w->reader = curator.jobs->WatchJob(&w->ctx, req);
+    v1::JobEvent ev;
+    ASSERT_TRUE(w->reader->Read(&ev)) << i;
+    open.push_back(std::move(w));
+  }
+  // A fifth waits for a free stream: nothing arrives before its deadline.
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(1));
+    auto reader = curator.jobs->WatchJob(&ctx, req);
+    v1::JobEvent ev;
+    EXPECT_FALSE(reader->Read(&ev));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::DEADLINE_EXCEEDED);
+  }
+  // Once one ends, the next stream is served.
+  open.back()->ctx.TryCancel();
+  (void)open.back()->reader->Finish();
+  open.pop_back();
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(30));
+    auto reader = curator.jobs->WatchJob(&ctx, req);
+    v1::JobEvent ev;
+    EXPECT_TRUE(reader->Read(&ev));
+    ctx.TryCancel();
+    (void)reader->Finish();
+  }
+  for (auto& w : open) {
+    w->ctx.TryCancel();
+    (void)w->reader->Finish();
+  }
+  CancelJob(curator, job.id());
+}
+
 // ----------------------------------------------------- reflection
 
 TEST(HostileClientTest, ReflectionIsOffUnlessAskedFor) {
