@@ -111,6 +111,11 @@ class Metrics::Collector : public prometheus::Collectable {
         static_cast<double>(s.cache_hits));
     add("dpopt_dataset_cache_misses", "Dataset cache misses since the start.",
         static_cast<double>(s.cache_misses));
+    add("dpopt_watchers_dropped",
+        "WatchJob streams dropped for falling behind "
+        "(--max-watch-buffer-bytes) "
+        "since the start.",
+        static_cast<double>(s.watchers_dropped));
     if (!s.budgets.empty()) {
       prometheus::MetricFamily spent =
           GaugeFamily("dpopt_dataset_epsilon_spent",

@@ -54,6 +54,9 @@ struct ScrapeSample {
   int64_t cache_bytes = 0;
   int64_t cache_hits = 0;
   int64_t cache_misses = 0;
+  // WatchJob streams the trace hub dropped for falling behind, since the
+  // start.
+  int64_t watchers_dropped = 0;
   struct DatasetBudget {
     std::string dataset;
     double epsilon_spent = 0;

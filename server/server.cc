@@ -347,6 +347,7 @@ ScrapeSample DpoptServer::Sample() const {
     out.cache_hits = c.hits;
     out.cache_misses = c.misses;
   }
+  if (hub_ != nullptr) out.watchers_dropped = hub_->dropped_watchers();
   if (options_.metrics.dataset_budgets && datasets_ != nullptr) {
     absl::StatusOr<v1::ListDatasetsResponse> all = datasets_->List();
     if (!all.ok()) return out;

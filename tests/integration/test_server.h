@@ -39,6 +39,8 @@ class TestServer {
   std::string target() const;
   // The web console's port (0 unless ServerOptions::console_listen is set).
   int console_port() const;
+  // The metrics listener's port (0 unless ServerOptions::metrics is set).
+  int metrics_port() const;
   // Creates an analyst; returns its token.
   std::string CreateAnalyst(const std::string& name);
   // Grants `principal` access to `dataset` (cap 0 = none).

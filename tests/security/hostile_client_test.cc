@@ -775,6 +775,35 @@ int64_t RssBytes() {
   return 0;
 }
 
+// The body of GET `path` from 127.0.0.1:`port` (the console, as `token`, or
+// the metrics), HTTP/1.1 over a plain socket; "" on failure.
+std::string HttpGet(int port, const std::string& path,
+                    const std::string& token) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval timeout{60, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request = absl::StrCat(
+        "GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+        "Authorization: Bearer ", token, "\r\nConnection: close\r\n\r\n");
+    if (write(fd, request.data(), request.size()) ==
+        static_cast<ssize_t>(request.size())) {
+      char buf[65536];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, n);
+    }
+  }
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
 // n rows of `dimension` features in [0, 1), label last (+-1).
 std::string WideCsv(int n, int dimension) {
   std::string out;
@@ -814,6 +843,7 @@ constexpr int kWide = 1000;  // 8 KB of iterate per trace point
 std::function<void(server::ServerOptions&)> BigTraces(int64_t watch_buffer) {
   return [watch_buffer](server::ServerOptions& o) {
     o.max_trace_bytes_per_job = 128 * kMiB;
+    o.metrics.listen = "127.0.0.1:0";
     if (watch_buffer > 0) o.max_watch_buffer_bytes = watch_buffer;
   };
 }
@@ -884,6 +914,8 @@ TEST(HostileClientTest, AWatcherThatNeverReadsIsDroppedAndMemoryStaysBounded) {
     EXPECT_THAT(st.error_message(), HasSubstr("watch the job again"));
   }
   EXPECT_LT(received, 10000);
+  EXPECT_THAT(HttpGet(server.metrics_port(), "/metrics", ""),
+              HasSubstr("dpopt_watchers_dropped 1"));
 }
 
 TEST(HostileClientTest, ADroppedWatcherWatchesAgainAndIsReplayedTheTrace) {
@@ -1017,35 +1049,6 @@ std::vector<std::string> StoredTrace(const std::string& db,
   return out;
 }
 
-// The body of GET `path` from the console on 127.0.0.1:`port` as `token`
-// (HTTP/1.1 over a plain socket; "" on failure).
-std::string ConsoleGet(int port, const std::string& path,
-                       const std::string& token) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval timeout{60, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  std::string response;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = absl::StrCat(
-        "GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\n",
-        "Authorization: Bearer ", token, "\r\nConnection: close\r\n\r\n");
-    if (write(fd, request.data(), request.size()) ==
-        static_cast<ssize_t>(request.size())) {
-      char buf[65536];
-      ssize_t n;
-      while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, n);
-    }
-  }
-  close(fd);
-  const size_t body = response.find("\r\n\r\n");
-  return body == std::string::npos ? "" : response.substr(body + 4);
-}
-
 TEST(HostileClientTest, ALargeTraceIsFetchedInBoundedPages) {
   TestServer server(
       [](server::ServerOptions& o) { o.console_listen = "127.0.0.1:0"; });
@@ -1094,8 +1097,8 @@ TEST(HostileClientTest, ALargeTraceIsFetchedInBoundedPages) {
 
   // The console pages through the trace too: its plot has every point.
   const std::string page =
-      ConsoleGet(server.console_port(), "/console/api/jobs/" + job.id(),
-                 server.curator_token());
+      HttpGet(server.console_port(), "/console/api/jobs/" + job.id(),
+              server.curator_token());
   EXPECT_THAT(page,
               HasSubstr("data-name=\"iterate norm\" data-points=\"2000\""));
   EXPECT_THAT(page, HasSubstr("2000 trace points"));
