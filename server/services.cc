@@ -535,8 +535,8 @@ grpc::Status JobServiceImpl::WatchJob(
   // Replay the points recorded before this watch (released to this caller
   // already: live on this stream and in GetJobResult), so that a late
   // watcher (the web console) has the whole trace; live points that were
-  // also replayed are skipped below.
-  // The stored trace is read a bounded page at a time.
+  // also replayed are skipped below. The stored trace is read a bounded page
+  // at a time.
   int64_t replayed_step = -1;
   for (;;) {
     auto page = jobs_->TracePage(request->id(), replayed_step);
