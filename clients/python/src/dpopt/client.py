@@ -375,7 +375,9 @@ class Job:
 
     def result(self, timeout=None, progress=False) -> Result:
         """Waits for the job to end (like ``concurrent.futures.Future.result``)
-        and returns its privatized model, trace and evaluation.
+        and returns its privatized model, trace and evaluation (the server
+        sends a long trace in pages of at most 1000 points and 1 MiB; this
+        gathers them all).
 
         Args:
             timeout: seconds to wait; None (default) waits as long as it
