@@ -168,35 +168,55 @@ void PrintJob(const pb::Job& j) {
   }
 }
 
-// Streams a job's events until it ends. Returns the final job.
+// Streams a job's events until it ends. Returns the final job. A watch the
+// server dropped because it fell behind (RESOURCE_EXHAUSTED) is opened again;
+// the server then replays the stored trace, whose points already shown are
+// skipped.
 absl::StatusOr<pb::Job> Watch(Client& c, const std::string& id,
                               const Globals& g, grpc::Status* rpc_status) {
-  auto ctx = c.Context(/*deadline=*/false);
   pb::WatchJobRequest req;
   req.set_id(id);
-  auto reader = c.jobs().WatchJob(ctx.get(), req);
-  pb::JobEvent ev;
   pb::Job last;
   ProgressBar bar(!g.json);
   int64_t total = 0;
-  while (reader->Read(&ev)) {
-    if (g.json) std::cout << ToJsonLine(ev) << std::endl;
-    if (ev.has_job()) {
-      last = ev.job();
-      total = last.steps_total();
-      if (Terminal(last.state())) break;
-    } else if (ev.has_trace()) {
-      bar.Update(ev.trace(), total);
+  int64_t shown_step = -1;
+  constexpr int kMaxWatches = 10;
+  for (int watch = 1;; ++watch) {
+    auto ctx = c.Context(/*deadline=*/false);
+    auto reader = c.jobs().WatchJob(ctx.get(), req);
+    pb::JobEvent ev;
+    bool ended = false;
+    while (reader->Read(&ev)) {
+      if (ev.has_trace()) {
+        if (ev.trace().step() <= shown_step) continue;
+        shown_step = ev.trace().step();
+      }
+      if (g.json) std::cout << ToJsonLine(ev) << std::endl;
+      if (ev.has_job()) {
+        last = ev.job();
+        total = last.steps_total();
+        if (Terminal(last.state())) {
+          ended = true;
+          break;
+        }
+      } else if (ev.has_trace()) {
+        bar.Update(ev.trace(), total);
+      }
     }
+    ctx->TryCancel();
+    grpc::Status s = reader->Finish();
+    if (!ended && s.error_code() == grpc::RESOURCE_EXHAUSTED &&
+        absl::StrContains(s.error_message(), "dropped") &&
+        watch < kMaxWatches) {
+      continue;
+    }
+    bar.Done();
+    if (!s.ok() && s.error_code() != grpc::CANCELLED) {
+      *rpc_status = s;
+      return absl::UnknownError("watch failed");
+    }
+    return last;
   }
-  bar.Done();
-  ctx->TryCancel();
-  grpc::Status s = reader->Finish();
-  if (!s.ok() && s.error_code() != grpc::CANCELLED) {
-    *rpc_status = s;
-    return absl::UnknownError("watch failed");
-  }
-  return last;
 }
 
 int FinishWatch(Client& c, const std::string& id, const Globals& g) {
@@ -338,12 +358,27 @@ int JobResult(const ParsedArgs& a, const Globals& g) {
     return UsageError("usage: dpopt job result ID [--output FILE]");
   }
   Client c(g);
-  auto ctx = c.Context();
   pb::GetJobResultRequest req;
   req.set_id(a.positional()[0]);
   pb::JobResult r;
-  grpc::Status s = c.jobs().GetJobResult(ctx.get(), req, &r);
-  if (!s.ok()) return ReportRpcError(s, g);
+  {
+    auto ctx = c.Context();
+    grpc::Status s = c.jobs().GetJobResult(ctx.get(), req, &r);
+    if (!s.ok()) return ReportRpcError(s, g);
+  }
+  // The server sends the trace a bounded page at a time: fetch the rest.
+  while (r.next_trace_offset() > 0 && r.trace_size() < r.trace_points_total()) {
+    req.set_trace_offset(r.next_trace_offset());
+    pb::JobResult page;
+    auto ctx = c.Context();
+    grpc::Status s = c.jobs().GetJobResult(ctx.get(), req, &page);
+    if (!s.ok()) return ReportRpcError(s, g);
+    if (page.trace_size() == 0) break;
+    for (pb::TracePoint& t : *page.mutable_trace()) {
+      *r.add_trace() = std::move(t);
+    }
+    r.set_next_trace_offset(page.next_trace_offset());
+  }
   const std::string json = ToJson(r);
   if (a.Has("output")) {
     std::ofstream out(a.Get("output"));
@@ -405,7 +440,7 @@ std::vector<Command> JobCommands() {
        JobCancel},
       {"job result",
        "ID",
-       "the privatized model of a finished job",
+       "the privatized model of a finished job and its whole trace",
        {{"output", false, "write the result JSON to FILE", "FILE"}},
        JobResult},
   };

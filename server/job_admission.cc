@@ -10,6 +10,7 @@
 #include "core/common/status_macros.h"
 #include "core/optim/objective.h"
 #include "server/event_log.h"
+#include "server/job_limits.h"
 
 namespace dpopt::server {
 namespace {
@@ -75,8 +76,8 @@ absl::Status CheckDatasetKind(const TranslatedJob& job,
 }  // namespace
 
 JobAdmission::JobAdmission(storage::Database* db, ExecutionEnvironment env,
-                           double max_job_work)
-    : db_(db), env_(env), max_job_work_(max_job_work) {}
+                           const Limits& limits)
+    : db_(db), env_(env), limits_(limits) {}
 
 absl::StatusOr<PreparedJob> JobAdmission::Prepare(
     const v1::JobSpec& spec) const {
@@ -151,12 +152,12 @@ absl::StatusOr<PreparedJob> JobAdmission::Prepare(
     return absl::InternalError(absl::StrCat(
         p.job.algorithm_name, " did not bound its work; refused (a defect)"));
   }
-  if (p.calibration.work_units > max_job_work_) {
+  if (p.calibration.work_units > limits_.max_job_work) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: the public bound on this job's work, %.4g row-coordinate "
         "operations, exceeds this server's limit of %.4g (--max-job-work); "
         "reduce the steps, the iterations or the problem size",
-        p.job.algorithm_name, p.calibration.work_units, max_job_work_));
+        p.job.algorithm_name, p.calibration.work_units, limits_.max_job_work));
   }
   if (spec.trace_every() == 0) {
     // Default: about 100 trace points over the planned steps.
@@ -168,6 +169,25 @@ absl::StatusOr<PreparedJob> JobAdmission::Prepare(
         kMaxTracePoints, " trace points for ", p.calibration.steps,
         " steps; choose trace_every >= ",
         (p.calibration.steps + kMaxTracePoints - 1) / kMaxTracePoints));
+  }
+  // The stored trace is bounded from public values too: a point every
+  // trace_every steps plus the first and the last step, each with its
+  // iterate's values when trace_iterates.
+  p.trace_points_bound = p.calibration.steps / p.job.trace_every + 2;
+  const int64_t traced_values =
+      spec.trace_iterates() ? outputs * p.dataset.dimension : 0;
+  p.trace_bytes_bound = TraceBytesBound(p.trace_points_bound, traced_values);
+  if (limits_.max_trace_bytes_per_job > 0 &&
+      p.trace_bytes_bound > limits_.max_trace_bytes_per_job) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        p.job.algorithm_name, ": the trace of this job could take ",
+        p.trace_bytes_bound, " bytes (", p.trace_points_bound,
+        " points of at most ", kTracePointOverheadBytes, " + ",
+        kTraceBytesPerValue, " x ", traced_values,
+        " bytes), over this server's limit of ",
+        limits_.max_trace_bytes_per_job,
+        " bytes per job (--max-trace-bytes-per-job); raise trace_every",
+        traced_values > 0 ? " or turn trace_iterates off" : ""));
   }
   p.cost.set_event_json(p.calibration.event.ToJson());
   if (target.non_private) {

@@ -6,6 +6,7 @@
 #ifndef DPOPT_SERVER_JOB_ADMISSION_H_
 #define DPOPT_SERVER_JOB_ADMISSION_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -33,6 +34,10 @@ struct PreparedJob {
   bool has_eval = false;
   storage::DatasetRecord eval_dataset;
   optim::Calibration calibration;
+  // Public upper bounds on the job's trace (server/job_limits.h): points,
+  // and bytes as stored.
+  int64_t trace_points_bound = 0;
+  int64_t trace_bytes_bound = 0;
   v1::PrivacyCost cost;
   // Filled for private datasets only.
   std::unique_ptr<privacy::PrivacyFilter> filter;
@@ -43,9 +48,15 @@ v1::Calibration CalibrationToProto(const optim::Calibration& c);
 
 class JobAdmission {
  public:
+  // The server's limits on what it admits (JobManager::Options).
+  struct Limits {
+    double max_job_work = 0;
+    // 0 = no limit.
+    int64_t max_trace_bytes_per_job = 0;
+  };
   // REQUIRES: db outlives the admission; env's pointers outlive it too.
   JobAdmission(storage::Database* db, ExecutionEnvironment env,
-               double max_job_work);
+               const Limits& limits);
 
   // Translates, checks and calibrates `spec` against the dataset's public
   // metadata and prices it under the dataset's filter. Charges nothing.
@@ -72,7 +83,7 @@ class JobAdmission {
  private:
   storage::Database* db_;
   ExecutionEnvironment env_;
-  double max_job_work_;
+  Limits limits_;
 };
 
 }  // namespace dpopt::server

@@ -1,5 +1,6 @@
 #include "server/job_manager.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <optional>
@@ -77,6 +78,11 @@ absl::Status JobManager::Options::Validate() const {
   if (!(max_job_work >= 1 && max_job_work <= 1e18)) {
     return absl::InvalidArgumentError("max_job_work must be in [1, 1e18]");
   }
+  if (max_trace_bytes_per_job < 0 ||
+      max_trace_bytes_per_job > (int64_t{1} << 40)) {
+    return absl::InvalidArgumentError(
+        "--max-trace-bytes-per-job must be in [0, 2^40] (0 = no limit)");
+  }
   if (queue_capacity < 1) {
     return absl::InvalidArgumentError("queue_capacity must be >= 1");
   }
@@ -98,7 +104,10 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
   if (m->options_.mpi.has_value()) env.mpi = &*m->options_.mpi;
   // The families' start-up checks (e.g. only the production MPI worker).
   RETURN_IF_ERROR(CheckExecutionEnvironment(env));
-  m->admission_ = std::make_unique<JobAdmission>(db, env, options.max_job_work);
+  JobAdmission::Limits limits;
+  limits.max_job_work = options.max_job_work;
+  limits.max_trace_bytes_per_job = options.max_trace_bytes_per_job;
+  m->admission_ = std::make_unique<JobAdmission>(db, env, limits);
   ASSIGN_OR_RETURN(m->cache_, DatasetCache::Create(options.dataset_cache));
   jobs::JobRunner::Options ro;
   ro.workers = options.workers;
@@ -265,11 +274,31 @@ class JobManager::TraceRecorder : public optim::IterationCallback {
           t.add_iterate(s.iterate[i]);
         }
       }
+      std::string data = t.SerializeAsString();
+      // Admission bounded the trace from public values; a point past the
+      // server's limit (a defect of that bound) is neither stored nor
+      // sent, and which points those are depends on public sizes only.
+      const int64_t limit = m_->options_.max_trace_bytes_per_job;
+      if (limit > 0 &&
+          stored_bytes_ + static_cast<int64_t>(data.size()) > limit) {
+        if (!truncated_) {
+          truncated_ = true;
+          LogFields fields;
+          fields.job = job_id_;
+          LogEvent(LogLevel::kError, "job_trace_truncated",
+                   absl::StrCat("job ", job_id_, " reached ", stored_bytes_,
+                                " trace bytes; later points are not kept "
+                                "(the admission bound was too low: a defect)"),
+                   fields);
+        }
+        (void)m_->db_->jobs().UpdateProgress(job_id_, s.step);
+        return !token_.cancelled();
+      }
+      stored_bytes_ += static_cast<int64_t>(data.size());
       // Persistence failures of the trace do not stop the job; the final
       // state records them if the job cannot complete.
       (void)m_->db_->jobs().RecordProgress(
-          job_id_, s.step,
-          {storage::TraceEntry{s.step, t.SerializeAsString()}});
+          job_id_, s.step, {storage::TraceEntry{s.step, std::move(data)}});
       v1::JobEvent ev;
       *ev.mutable_trace() = t;
       m_->hub_->Publish(job_id_, ev);
@@ -284,6 +313,8 @@ class JobManager::TraceRecorder : public optim::IterationCallback {
   const optim::Objective* objective_;
   const Dataset* eval_;
   const jobs::CancellationToken& token_;
+  int64_t stored_bytes_ = 0;
+  bool truncated_ = false;
 };
 
 void JobManager::PublishJob(const std::string& job_id) {
@@ -496,7 +527,13 @@ absl::StatusOr<int64_t> JobManager::CancelDatasetJobs(
   return static_cast<int64_t>(ids.size());
 }
 
-absl::StatusOr<v1::JobResult> JobManager::Result(const std::string& id) {
+absl::StatusOr<v1::JobResult> JobManager::Result(const std::string& id,
+                                                 int64_t trace_offset,
+                                                 int64_t max_trace_points) {
+  if (trace_offset < 0 || max_trace_points < 0) {
+    return absl::InvalidArgumentError(
+        "trace_offset and max_trace_points must be >= 0");
+  }
   ASSIGN_OR_RETURN(JobRecord r, db_->jobs().Get(id));
   if (r.state != JobState::kSucceeded) {
     return absl::FailedPreconditionError(
@@ -508,20 +545,44 @@ absl::StatusOr<v1::JobResult> JobManager::Result(const std::string& id) {
     return absl::DataLossError(
         absl::StrCat("result of job ", id, " is corrupt"));
   }
-  ASSIGN_OR_RETURN(std::vector<v1::TracePoint> trace, Trace(id));
-  for (v1::TracePoint& t : trace) *out.add_trace() = std::move(t);
+  storage::JobStore::TracePageQuery query;
+  query.offset = trace_offset;
+  query.max_entries =
+      max_trace_points == 0
+          ? kMaxTracePointsPerReply
+          : std::min<int64_t>(max_trace_points, kMaxTracePointsPerReply);
+  query.max_bytes = kMaxTraceBytesPerReply;
+  ASSIGN_OR_RETURN(storage::JobStore::TracePage page,
+                   db_->jobs().ListTracePage(id, query));
+  ASSIGN_OR_RETURN(std::vector<v1::TracePoint> points,
+                   ParseTrace(id, std::move(page.entries)));
+  for (v1::TracePoint& t : points) *out.add_trace() = std::move(t);
+  out.set_trace_points_total(page.total);
+  const int64_t next = trace_offset + out.trace_size();
+  out.set_next_trace_offset(next < page.total ? next : 0);
   return out;
 }
 
-absl::StatusOr<std::vector<v1::TracePoint>> JobManager::Trace(
-    const std::string& id) {
-  ASSIGN_OR_RETURN(auto trace, db_->jobs().ListTrace(id));
-  std::vector<v1::TracePoint> out(trace.size());
-  for (size_t i = 0; i < trace.size(); ++i) {
-    if (!out[i].ParseFromString(trace[i].data)) {
+absl::StatusOr<std::vector<v1::TracePoint>> JobManager::TracePage(
+    const std::string& id, int64_t after_step) {
+  storage::JobStore::TracePageQuery query;
+  query.after_step = after_step;
+  query.max_entries = kMaxTracePointsPerReply;
+  query.max_bytes = kMaxTraceBytesPerReply;
+  ASSIGN_OR_RETURN(storage::JobStore::TracePage page,
+                   db_->jobs().ListTracePage(id, query));
+  return ParseTrace(id, std::move(page.entries));
+}
+
+absl::StatusOr<std::vector<v1::TracePoint>> JobManager::ParseTrace(
+    const std::string& id, std::vector<storage::TraceEntry> entries) {
+  std::vector<v1::TracePoint> out(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (!out[i].ParseFromString(entries[i].data)) {
       return absl::DataLossError(
           absl::StrCat("trace of job ", id, " is corrupt"));
     }
+    entries[i].data.clear();
   }
   return out;
 }

@@ -54,6 +54,11 @@ class JobManager {
     // are refused with INVALID_ARGUMENT before anything is charged. In
     // [1, 1e18]; default server/job_limits.h.
     double max_job_work = kDefaultMaxJobWork;
+    // Largest public bound on a job's stored trace, in bytes
+    // (TraceBytesBound); larger jobs are refused with INVALID_ARGUMENT
+    // before anything is charged, and no job stores more. In [0, 2^40];
+    // 0 = no limit; default server/job_limits.h.
+    int64_t max_trace_bytes_per_job = kDefaultMaxTraceBytesPerJob;
     absl::Status Validate() const;
   };
 
@@ -102,10 +107,21 @@ class JobManager {
   // Drops a deleted dataset's decoded rows from the cache.
   void ForgetDataset(int64_t dataset_id) { cache_->Evict(dataset_id); }
   DatasetCache::Stats dataset_cache_stats() const { return cache_->stats(); }
-  // FAILED_PRECONDITION unless the job SUCCEEDED.
-  absl::StatusOr<v1::JobResult> Result(const std::string& id);
-  // The privatized trace points recorded so far (any state), oldest first.
-  absl::StatusOr<std::vector<v1::TracePoint>> Trace(const std::string& id);
+  // FAILED_PRECONDITION unless the job SUCCEEDED. The reply carries one page
+  // of the trace: from point `trace_offset` (0-based), at most
+  // `max_trace_points` (0: kMaxTracePointsPerReply; larger values are
+  // treated as that) and at most kMaxTraceBytesPerReply bytes of points (at
+  // least one), with trace_points_total and next_trace_offset set.
+  // INVALID_ARGUMENT for a negative offset or count.
+  absl::StatusOr<v1::JobResult> Result(const std::string& id,
+                                       int64_t trace_offset = 0,
+                                       int64_t max_trace_points = 0);
+  // One page of the privatized trace points recorded so far (any state),
+  // oldest first: those after step `after_step`, at most
+  // kMaxTracePointsPerReply of them and kMaxTraceBytesPerReply bytes (at
+  // least one point). Empty when there are no more.
+  absl::StatusOr<std::vector<v1::TracePoint>> TracePage(const std::string& id,
+                                                        int64_t after_step);
 
   // Drain: from now on Submit is refused with UNAVAILABLE (nothing is
   // charged); jobs already admitted keep running.
@@ -137,6 +153,8 @@ class JobManager {
   absl::StatusOr<std::shared_ptr<const Dataset>> LoadRows(
       const storage::DatasetRecord& record);
   void PublishJob(const std::string& job_id);
+  static absl::StatusOr<std::vector<v1::TracePoint>> ParseTrace(
+      const std::string& id, std::vector<storage::TraceEntry> entries);
 
   Options options_;
   std::atomic<bool> draining_{false};

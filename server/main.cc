@@ -49,6 +49,23 @@ ABSL_FLAG(int, kernel_threads, 0,
 ABSL_FLAG(double, max_job_work, dpopt::server::kDefaultMaxJobWork,
           "largest public bound on a job's work (row-coordinate operations) "
           "the server admits; larger jobs are refused before charging");
+ABSL_FLAG(int64_t, max_trace_bytes_per_job,
+          dpopt::server::kDefaultMaxTraceBytesPerJob,
+          "largest public bound on a job's stored trace, in bytes ((steps / "
+          "trace_every + 2) points of 64 + 8 x traced parameters bytes); "
+          "larger jobs are refused before charging; 0 = no limit");
+ABSL_FLAG(int64_t, max_watch_buffer_bytes,
+          dpopt::server::kDefaultMaxWatchBufferBytes,
+          "bytes of job events the server holds for one WatchJob stream; a "
+          "watcher that falls further behind is dropped (it can watch again "
+          "and replay the stored trace); in [1 MiB, 1 GiB]");
+ABSL_FLAG(int64_t, grpc_memory_mb,
+          dpopt::server::ServerOptions().grpc_memory_mb,
+          "memory (MiB) gRPC may use for its buffers and messages in flight "
+          "(its resource quota); past it gRPC refuses new work");
+ABSL_FLAG(int, max_concurrent_streams,
+          dpopt::server::ServerOptions().max_concurrent_streams,
+          "most concurrent calls (HTTP/2 streams) on one client connection");
 ABSL_FLAG(int64_t, dataset_cache_mb, 512,
           "memory cap (MiB) of the decoded datasets kept between jobs so a "
           "job does not re-read its rows from the database; least recently "
@@ -384,6 +401,8 @@ int main(int argc, char** argv) {
       "optimization jobs submitted over gRPC (see `dpopt --help`).\n\n"
       "usage: dpopt-server [--db=PATH] [--listen=HOST:PORT] [--workers=N] "
       "[--queue=N] [--dataset-cache-mb=N] [--max-job-work=X] "
+      "[--max-trace-bytes-per-job=N] [--max-watch-buffer-bytes=N] "
+      "[--grpc-memory-mb=N] [--max-concurrent-streams=N] "
       "[--curator-token-file=PATH] "
       "[--tls-cert=PEM "
       "--tls-key=PEM [--tls-client-ca=PEM]] [--insecure] "
@@ -483,6 +502,10 @@ int main(int argc, char** argv) {
   o.queue_capacity = absl::GetFlag(FLAGS_queue);
   o.dataset_cache_mb = absl::GetFlag(FLAGS_dataset_cache_mb);
   o.max_job_work = absl::GetFlag(FLAGS_max_job_work);
+  o.max_trace_bytes_per_job = absl::GetFlag(FLAGS_max_trace_bytes_per_job);
+  o.max_watch_buffer_bytes = absl::GetFlag(FLAGS_max_watch_buffer_bytes);
+  o.grpc_memory_mb = absl::GetFlag(FLAGS_grpc_memory_mb);
+  o.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   o.kernel_threads = absl::GetFlag(FLAGS_kernel_threads);
   o.curator_token_file = absl::GetFlag(FLAGS_curator_token_file);
   o.tls_cert = absl::GetFlag(FLAGS_tls_cert);

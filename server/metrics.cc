@@ -119,6 +119,11 @@ class Metrics::Collector : public prometheus::Collectable {
     add("dpopt_checkpoint_last_seconds",
         "Duration of the last WAL checkpoint (seconds).",
         s.checkpoint_last_seconds);
+    add("dpopt_watchers_dropped",
+        "WatchJob streams dropped for falling behind "
+        "(--max-watch-buffer-bytes) "
+        "since the start.",
+        static_cast<double>(s.watchers_dropped));
     if (!s.budgets.empty()) {
       prometheus::MetricFamily spent =
           GaugeFamily("dpopt_dataset_epsilon_spent",

@@ -60,6 +60,9 @@ struct ScrapeSample {
   int64_t checkpoints = 0;
   double checkpoint_seconds_total = 0;
   double checkpoint_last_seconds = 0;
+  // WatchJob streams the trace hub dropped for falling behind, since the
+  // start.
+  int64_t watchers_dropped = 0;
   struct DatasetBudget {
     std::string dataset;
     double epsilon_spent = 0;

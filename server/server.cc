@@ -18,6 +18,7 @@
 #include "google/protobuf/descriptor.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "server/auth.h"
 #include "server/call_guards.h"
 #include "server/console/console.h"
@@ -119,6 +120,21 @@ absl::Status ServerOptions::Validate() const {
   }
   RETURN_IF_ERROR(limits.Validate());
   RETURN_IF_ERROR(tokens.Validate());
+  if (max_trace_bytes_per_job < 0 ||
+      max_trace_bytes_per_job > (int64_t{1} << 40)) {
+    return absl::InvalidArgumentError(
+        "--max-trace-bytes-per-job must be in [0, 2^40] (0 = no limit)");
+  }
+  TraceHub::Options hub;
+  hub.max_buffered_bytes_per_watcher = max_watch_buffer_bytes;
+  RETURN_IF_ERROR(hub.Validate());
+  if (grpc_memory_mb < 16 || grpc_memory_mb > (int64_t{1} << 20)) {
+    return absl::InvalidArgumentError("--grpc-memory-mb must be in [16, 2^20]");
+  }
+  if (max_concurrent_streams < 1 || max_concurrent_streams > 100000) {
+    return absl::InvalidArgumentError(
+        "--max-concurrent-streams must be in [1, 100000]");
+  }
   if (tls_cert.empty() != tls_key.empty()) {
     return absl::InvalidArgumentError(
         "--tls-cert and --tls-key must be given together");
@@ -199,7 +215,9 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   // Imports a crash interrupted were never visible: remove their rows.
   ASSIGN_OR_RETURN(s->discarded_imports_,
                    s->db_->datasets().DiscardStagedImports());
-  s->hub_ = std::make_unique<TraceHub>();
+  TraceHub::Options hub_options;
+  hub_options.max_buffered_bytes_per_watcher = options.max_watch_buffer_bytes;
+  s->hub_ = std::make_unique<TraceHub>(hub_options);
   ASSIGN_OR_RETURN(s->datasets_, DatasetManager::Create(s->db_.get()));
   if (!options.metrics.listen.empty()) {
     DpoptServer* server = s.get();
@@ -215,6 +233,7 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   jo.dataset_cache.capacity_bytes = options.dataset_cache_mb << 20;
   jo.max_active_jobs_per_principal = options.limits.max_active_jobs;
   jo.max_job_work = options.max_job_work;
+  jo.max_trace_bytes_per_job = options.max_trace_bytes_per_job;
   ASSIGN_OR_RETURN(
       s->jobs_,
       JobManager::Create(jo, s->db_.get(), s->datasets_.get(), s->hub_.get()));
@@ -258,6 +277,15 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   builder.AddListeningPort(WithPort(options.listen, startup_port), creds,
                            &s->port_);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  // gRPC's own memory (read and write buffers, messages in flight) is
+  // bounded, and so are the concurrent calls of one connection: a client
+  // that opens streams and stops reading holds at most its flow-control
+  // windows per stream.
+  grpc::ResourceQuota quota("dpopt-server");
+  quota.Resize(static_cast<size_t>(options.grpc_memory_mb) << 20);
+  builder.SetResourceQuota(quota);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             options.max_concurrent_streams);
   // The synchronous server keeps at most MAX_POLLERS idle threads (default
   // 2) and spawns one for each burst of calls beyond them, so under many
   // concurrent short calls it created and destroyed threads continually
@@ -346,6 +374,7 @@ ScrapeSample DpoptServer::Sample() const {
     out.cache_hits = c.hits;
     out.cache_misses = c.misses;
   }
+  if (hub_ != nullptr) out.watchers_dropped = hub_->dropped_watchers();
   if (options_.metrics.dataset_budgets && datasets_ != nullptr) {
     absl::StatusOr<v1::ListDatasetsResponse> all = datasets_->List();
     if (!all.ok()) return out;

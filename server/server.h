@@ -58,6 +58,20 @@ struct ServerOptions {
   // Largest public work bound of an admitted job (JobManager::Options::
   // max_job_work), in [1, 1e18].
   double max_job_work = kDefaultMaxJobWork;
+  // Largest public bound on a job's stored trace, in bytes
+  // (JobManager::Options::max_trace_bytes_per_job); 0 = no limit.
+  int64_t max_trace_bytes_per_job = kDefaultMaxTraceBytesPerJob;
+  // Bytes of events the trace hub holds for one WatchJob stream before it
+  // drops that watcher (TraceHub::Options).
+  int64_t max_watch_buffer_bytes = kDefaultMaxWatchBufferBytes;
+  // Memory gRPC may use for its buffers (connections, messages in flight),
+  // in MiB (grpc::ResourceQuota); past it gRPC refuses new work instead of
+  // growing. In [16, 2^20].
+  int64_t grpc_memory_mb = 512;
+  // Concurrent calls (streams) on one client connection
+  // (GRPC_ARG_MAX_CONCURRENT_STREAMS); further calls wait for a free one.
+  // In [1, 100000].
+  int max_concurrent_streams = 100;
   // Threads one large kernel call may use (full-batch gradients, evaluation
   // on large sets; core/optim/parallel.h); 0 = hardware threads, at most 4.
   // Results never depend on it (fixed chunks, fixed-order sums).

@@ -1,12 +1,16 @@
 #include "server/services.h"
 
+#include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/common/status_macros.h"
+#include "grpcpp/alarm.h"
 #include "server/proto_util.h"
 #include "server/request_limits.h"
 #include "server/status_util.h"
@@ -164,6 +168,42 @@ class Call {
 // How often a stream re-checks its caller's token (revocation also cancels
 // streams at once through the StreamRegistry; this catches expiry).
 constexpr absl::Duration kStreamAuthRecheck = absl::Seconds(1);
+
+// How long a dropped watcher's blocked write may wait for its client before
+// the call is cancelled.
+constexpr std::chrono::seconds kDropGrace(2);
+
+// Ends a WatchJob call whose watcher the trace hub dropped while the
+// handler is blocked writing to a client that does not read. Shared with
+// the hub's callback and a timer, which hold it weakly; End() (when the
+// handler returns) makes it inert, since the call's context dies then.
+class DropWatch {
+ public:
+  explicit DropWatch(grpc::ServerContext* ctx) : ctx_(ctx) {}
+  void Arm(const std::weak_ptr<DropWatch>& self) {
+    absl::MutexLock lock(&mu_);
+    if (ended_) return;
+    alarm_.Set(std::chrono::system_clock::now() + kDropGrace,
+               [self](bool fired) {
+                 if (!fired) return;
+                 if (auto d = self.lock()) d->Cancel();
+               });
+  }
+  void End() {
+    absl::MutexLock lock(&mu_);
+    ended_ = true;
+  }
+
+ private:
+  void Cancel() {
+    absl::MutexLock lock(&mu_);
+    if (!ended_) ctx_->TryCancel();
+  }
+  absl::Mutex mu_;
+  grpc::ServerContext* ctx_ ABSL_GUARDED_BY(mu_);
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Alarm alarm_;
+};
 
 v1::Role ToProtoRole(storage::Role r) {
   return r == storage::Role::kCurator ? v1::ROLE_CURATOR : v1::ROLE_ANALYST;
@@ -492,6 +532,27 @@ grpc::Status JobServiceImpl::WatchJob(
     std::shared_ptr<TraceHub::Subscription> sub;
     ~Unsub() { hub->Unsubscribe(id, sub); }
   } unsub{hub_, request->id(), sub};
+  // A dropped watcher whose write is still blocked after kDropGrace (its
+  // client does not read) has its call cancelled, which ends the write;
+  // otherwise the loop below sees the drop and ends the stream itself.
+  auto drop = std::make_shared<DropWatch>(ctx);
+  struct EndDrop {
+    std::shared_ptr<DropWatch> drop;
+    ~EndDrop() { drop->End(); }
+  } end_drop{drop};
+  sub->OnDrop([weak = std::weak_ptr<DropWatch>(drop)] {
+    if (auto d = weak.lock()) d->Arm(weak);
+  });
+  const auto dropped = [this]() {
+    return grpc::Status(
+        grpc::RESOURCE_EXHAUSTED,
+        absl::StrCat("this watcher fell more than ",
+                     hub_->options().max_buffered_bytes_per_watcher,
+                     " bytes behind the job's events and was dropped "
+                     "(--max-watch-buffer-bytes); watch the job again to "
+                     "replay its stored trace, or page through it with "
+                     "GetJobResult once it has ended"));
+  };
 
   auto job = OwnJob(call.caller(), request->id());
   if (!job.ok()) return call.Done(job.status());
@@ -503,15 +564,20 @@ grpc::Status JobServiceImpl::WatchJob(
   // Replay the points recorded before this watch (released to this caller
   // already: live on this stream and in GetJobResult), so that a late
   // watcher (the web console) has the whole trace; live points that were
-  // also replayed are skipped below.
+  // also replayed are skipped below. The stored trace is read a bounded page
+  // at a time.
   int64_t replayed_step = -1;
-  if (auto so_far = jobs_->Trace(request->id()); so_far.ok()) {
-    for (v1::TracePoint& t : *so_far) {
+  for (;;) {
+    auto page = jobs_->TracePage(request->id(), replayed_step);
+    if (!page.ok() || page->empty()) break;
+    for (v1::TracePoint& t : *page) {
       replayed_step = t.step();
       v1::JobEvent ev;
       *ev.mutable_trace() = std::move(t);
       if (!writer->Write(ev)) return grpc::Status::CANCELLED;
     }
+    if (sub->dropped()) return dropped();
+    if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
   }
 
   absl::Time last_poll = absl::Now();
@@ -531,6 +597,7 @@ grpc::Status JobServiceImpl::WatchJob(
       if (ev.has_job() && Terminal(ev.job().state())) return grpc::Status::OK;
       continue;
     }
+    if (sub->dropped()) return dropped();
     if (sub->closed()) {
       return grpc::Status(grpc::UNAVAILABLE, "server is shutting down");
     }
@@ -567,7 +634,11 @@ grpc::Status JobServiceImpl::GetJobResult(
   call.job(request->id());
   if (!call.admitted().ok()) return call.Done(call.admitted());
   absl::Status s = OwnJob(call.caller(), request->id()).status();
-  if (s.ok()) s = Assign(jobs_->Result(request->id()), response);
+  if (s.ok()) {
+    s = Assign(jobs_->Result(request->id(), request->trace_offset(),
+                             request->max_trace_points()),
+               response);
+  }
   return call.Done(s);
 }
 

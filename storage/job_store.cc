@@ -385,6 +385,53 @@ absl::StatusOr<std::vector<TraceEntry>> JobStore::ListTrace(
       });
 }
 
+absl::StatusOr<JobStore::TracePage> JobStore::ListTracePage(
+    absl::string_view id, const TracePageQuery& query) {
+  if (query.offset < 0 || query.max_entries < 0 || query.max_bytes < 0) {
+    return absl::InvalidArgumentError(
+        "trace page: offset, max_entries and max_bytes must be >= 0");
+  }
+  return db_.WithConnection([&](Connection& conn) -> absl::StatusOr<TracePage> {
+    Transaction txn(conn);
+    RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kDeferred));
+    ASSIGN_OR_RETURN(JobRecord job, GetLocked(conn, id));
+    TracePage page;
+    {
+      ASSIGN_OR_RETURN(
+          Statement count,
+          conn.Prepare("SELECT COUNT(*) FROM job_trace WHERE job_id = ?"));
+      RETURN_IF_ERROR(count.BindText(1, job.id));
+      ASSIGN_OR_RETURN(bool row, count.Step());
+      if (row) page.total = count.ColumnInt64(0);
+    }
+    // length(data) is read from the record header: a record that does not
+    // fit is never loaded.
+    ASSIGN_OR_RETURN(
+        Statement st,
+        conn.Prepare("SELECT step, length(data), data FROM job_trace WHERE "
+                     "job_id = ? AND step > ? ORDER BY step LIMIT ? OFFSET ?"));
+    RETURN_IF_ERROR(st.BindText(1, job.id));
+    RETURN_IF_ERROR(st.BindInt64(2, query.after_step));
+    RETURN_IF_ERROR(
+        st.BindInt64(3, query.max_entries == 0 ? -1 : query.max_entries));
+    RETURN_IF_ERROR(st.BindInt64(4, query.offset));
+    int64_t bytes = 0;
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      const int64_t size = st.ColumnInt64(1);
+      if (query.max_bytes > 0 && !page.entries.empty() &&
+          bytes + size > query.max_bytes) {
+        break;
+      }
+      bytes += size;
+      page.entries.push_back(TraceEntry{st.ColumnInt64(0), st.ColumnBlob(2)});
+    }
+    RETURN_IF_ERROR(txn.Commit());
+    return page;
+  });
+}
+
 absl::StatusOr<int> JobStore::FailInterruptedJobs(absl::string_view message) {
   return db_.WithConnection([&](Connection& conn) -> absl::StatusOr<int> {
     Transaction txn(conn);

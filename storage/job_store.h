@@ -148,6 +148,25 @@ class JobStore {
   absl::StatusOr<std::vector<TraceEntry>> ListTrace(absl::string_view id,
                                                     int64_t after_step = -1);
 
+  // One page of a job's trace records, in step order: those with step >
+  // `after_step`, skipping the first `offset` of them, at most `max_entries`
+  // (0: no count limit), and no more than fit in `max_bytes` of data (0: no
+  // byte limit; the page's first record is returned even when larger).
+  // `total` is the job's number of records. NOT_FOUND if there is no such
+  // job; INVALID_ARGUMENT for negative offset, max_entries or max_bytes.
+  struct TracePageQuery {
+    int64_t after_step = -1;
+    int64_t offset = 0;
+    int64_t max_entries = 0;
+    int64_t max_bytes = 0;
+  };
+  struct TracePage {
+    std::vector<TraceEntry> entries;
+    int64_t total = 0;
+  };
+  absl::StatusOr<TracePage> ListTracePage(absl::string_view id,
+                                          const TracePageQuery& query);
+
   // Restart recovery: every QUEUED or RUNNING job becomes FAILED with
   // `message` (its charge, if any, stays in the ledger). Returns how many
   // jobs were failed. Call once at server start, before accepting work.

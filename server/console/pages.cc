@@ -257,7 +257,10 @@ std::string TracePlots(const Points& trace) {
   return out + "</div>";
 }
 
-std::string ResultSection(const v1::JobResult& r) {
+// The result's trace for the plots: `trace`, every page of it.
+std::string ResultSection(const v1::JobResult& r,
+                          const std::vector<v1::TracePoint>& trace,
+                          bool had_iterates) {
   double norm2 = 0;
   for (double w : r.model().weights()) norm2 += w * w;
   std::string body =
@@ -280,7 +283,16 @@ std::string ResultSection(const v1::JobResult& r) {
     }
     body += t.Html();
   }
-  return Section("Trace (privatized)", TracePlots(r.trace()), "trace") +
+  std::string note =
+      absl::StrCat("<p class=\"note\">", trace.size(), " trace points");
+  if (had_iterates) {
+    absl::StrAppend(&note,
+                    "; their privatized iterates are in the API's result "
+                    "(<code>dpopt job result ",
+                    Esc(r.job_id()), "</code>), not on this page");
+  }
+  absl::StrAppend(&note, ".</p>");
+  return Section("Trace (privatized)", TracePlots(trace) + note, "trace") +
          Section("Released model", body, "model");
 }
 
@@ -540,12 +552,32 @@ Page Pages::Job(const std::string& authorization, const std::string& id) {
                                         Esc(PrettyJson(j.spec())), "</pre>"),
                            "spec"));
   if (j.state() == v1::JOB_STATE_SUCCEEDED) {
+    // The server sends the trace a bounded page at a time; the plots need
+    // only each point's scalar values, so the iterates are not kept.
     v1::GetJobResultRequest rreq;
     rreq.set_id(id);
     v1::JobResult r;
-    s = jobs_->GetJobResult(Context(authorization).get(), rreq, &r);
-    if (!s.ok()) return ErrorPage(s);
-    body += ResultSection(r);
+    std::vector<v1::TracePoint> trace;
+    bool had_iterates = false;
+    for (;;) {
+      v1::JobResult page;
+      s = jobs_->GetJobResult(Context(authorization).get(), rreq, &page);
+      if (!s.ok()) return ErrorPage(s);
+      for (v1::TracePoint& t : *page.mutable_trace()) {
+        had_iterates = had_iterates || t.iterate_size() > 0;
+        t.clear_iterate();
+        trace.push_back(std::move(t));
+      }
+      page.clear_trace();
+      const int64_t next = page.next_trace_offset();
+      if (rreq.trace_offset() == 0) r = std::move(page);
+      if (next <= rreq.trace_offset() ||
+          static_cast<int64_t>(trace.size()) >= r.trace_points_total()) {
+        break;
+      }
+      rreq.set_trace_offset(next);
+    }
+    body += ResultSection(r, trace, had_iterates);
   } else if (!Terminal(j.state())) {
     // The trace so far, from the job's event stream (which replays the
     // recorded points first); the page polls again in 2 s.
@@ -557,7 +589,9 @@ Page Pages::Job(const std::string& authorization, const std::string& id) {
     auto reader = jobs_->WatchJob(ctx.get(), wreq);
     v1::JobEvent ev;
     while (reader->Read(&ev)) {
-      if (ev.has_trace()) trace.push_back(ev.trace());
+      if (!ev.has_trace()) continue;
+      ev.mutable_trace()->clear_iterate();  // the plots need only the norms
+      trace.push_back(std::move(*ev.mutable_trace()));
     }
     reader->Finish();  // DEADLINE_EXCEEDED: the job is still running
     body += Section(

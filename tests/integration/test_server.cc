@@ -223,6 +223,9 @@ v1::Job TestServer::WaitForJob(const std::string& id, double timeout_s) {
 
 namespace dpopt::testing {
 
+int TestServer::console_port() const { return server_->console_port(); }
+int TestServer::metrics_port() const { return server_->metrics_port(); }
+
 std::string TestServer::target() const {
   return "127.0.0.1:" + std::to_string(server_->port());
 }

@@ -37,6 +37,10 @@ class TestServer {
   const std::string& curator_token() const { return curator_token_; }
   // "127.0.0.1:PORT".
   std::string target() const;
+  // The web console's port (0 unless ServerOptions::console_listen is set).
+  int console_port() const;
+  // The metrics listener's port (0 unless ServerOptions::metrics is set).
+  int metrics_port() const;
   // Creates an analyst; returns its token.
   std::string CreateAnalyst(const std::string& name);
   // Grants `principal` access to `dataset` (cap 0 = none).

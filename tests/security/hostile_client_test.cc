@@ -2,8 +2,12 @@
 // on 127.0.0.1 and clients that misbehave. Every loop is bounded in count
 // and in time; the figures a test measures are printed ("[figure] ...") for
 // docs/security.md, never asserted against timing targets.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sqlite3.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -32,6 +37,7 @@
 #include "gtest/gtest.h"
 #include "server/auth.h"
 #include "server/job_admission.h"
+#include "server/job_limits.h"
 #include "server/server.h"
 #include "storage/access_store.h"
 #include "storage/backup.h"
@@ -939,8 +945,10 @@ TEST(HostileClientTest, AGrantRevokedBetweenPrepareAndChargeAdmitsNothing) {
   // steps SubmitJob runs, with the revocation in between.
   auto db = storage::Database::Open(server.db_path());
   ASSERT_TRUE(db.ok()) << db.status();
+  server::JobAdmission::Limits limits;
+  limits.max_job_work = server::kDefaultMaxJobWork;
   server::JobAdmission admission(db->get(), server::ExecutionEnvironment(),
-                                 1e13);
+                                 limits);
   auto prepare = [&]() {
     absl::StatusOr<server::PreparedJob> p =
         admission.Prepare(QuickDpGdSpec("d", 0.5));
@@ -980,6 +988,441 @@ TEST(HostileClientTest, AGrantRevokedBetweenPrepareAndChargeAdmitsNothing) {
   ASSERT_TRUE(entries.ok());
   EXPECT_EQ(entries->size(), 1u);  // only the granted job's charge
   EXPECT_FALSE((*db)->jobs().Get("revoked-job").ok());
+}
+
+// ----------------------------------------------------- traces
+
+// Resident memory of this process (the in-process server and its clients).
+int64_t RssBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) {
+      return std::stoll(line.substr(6)) * 1024;  // the value is in kB
+    }
+  }
+  ADD_FAILURE() << "no VmRSS in /proc/self/status";
+  return 0;
+}
+
+// The body of GET `path` from 127.0.0.1:`port` (the console, as `token`, or
+// the metrics), HTTP/1.1 over a plain socket; "" on failure.
+std::string HttpGet(int port, const std::string& path,
+                    const std::string& token) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval timeout{60, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request = absl::StrCat(
+        "GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+        "Authorization: Bearer ", token, "\r\nConnection: close\r\n\r\n");
+    if (write(fd, request.data(), request.size()) ==
+        static_cast<ssize_t>(request.size())) {
+      char buf[65536];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, n);
+    }
+  }
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+// n rows of `dimension` features in [0, 1), label last (+-1).
+std::string WideCsv(int n, int dimension) {
+  std::string out;
+  uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < dimension; ++j) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      absl::StrAppend(&out, static_cast<double>(x % 1000) / 1000.0, ",");
+    }
+    absl::StrAppend(&out, i % 2 == 0 ? "1" : "-1", "\n");
+  }
+  return out;
+}
+
+v1::ImportHeader WideCsvHeader(const std::string& name, int dimension,
+                               bool is_public) {
+  v1::ImportHeader h = SmallCsvHeader(name, 1e6, is_public);
+  h.set_dimension(dimension);
+  return h;
+}
+
+// DP-GD with a trace point (and its iterate) at every step.
+v1::JobSpec TracedSpec(const std::string& dataset, int steps) {
+  v1::JobSpec spec = QuickDpGdSpec(dataset, 1.0, steps);
+  spec.set_trace_every(1);
+  spec.set_trace_iterates(true);
+  return spec;
+}
+
+constexpr int kWide = 1000;  // 8 KB of iterate per trace point
+
+// A server that stores traces up to 128 MiB (a 10,000-point trace of 1000
+// values each is 80 MB, over the default per-job limit), with the given
+// per-watcher buffer (0: the default).
+std::function<void(server::ServerOptions&)> BigTraces(int64_t watch_buffer) {
+  return [watch_buffer](server::ServerOptions& o) {
+    o.max_trace_bytes_per_job = 128 * kMiB;
+    o.metrics.listen = "127.0.0.1:0";
+    if (watch_buffer > 0) o.max_watch_buffer_bytes = watch_buffer;
+  };
+}
+
+v1::Job GetJob(Stubs& s, const std::string& id) {
+  grpc::ClientContext ctx;
+  v1::GetJobRequest get;
+  get.set_id(id);
+  v1::Job job;
+  EXPECT_TRUE(s.jobs->GetJob(&ctx, get, &job).ok());
+  return job;
+}
+
+bool Ended(const v1::Job& job) {
+  return job.state() == v1::JOB_STATE_SUCCEEDED ||
+         job.state() == v1::JOB_STATE_FAILED ||
+         job.state() == v1::JOB_STATE_CANCELLED;
+}
+
+TEST(HostileClientTest, AWatcherThatNeverReadsIsDroppedAndMemoryStaysBounded) {
+  TestServer server(BigTraces(0));
+  ASSERT_TRUE(
+      server.Import(WideCsvHeader("wide", kWide, true), WideCsv(100, kWide))
+          .ok());
+  Stubs curator(TokenChannel(server.target(), server.curator_token()));
+  const int64_t rss_before = RssBytes();
+  v1::Job job;
+  ASSERT_TRUE(Submit(curator, TracedSpec("wide", 10000), &job).ok());
+  // The hostile watcher: opens the stream and never reads it.
+  grpc::ClientContext silent_ctx;
+  silent_ctx.set_deadline(std::chrono::system_clock::now() +
+                          std::chrono::seconds(300));
+  v1::WatchJobRequest req;
+  req.set_id(job.id());
+  auto silent = curator.jobs->WatchJob(&silent_ctx, req);
+  // Sample the resident memory (server and client share this process)
+  // until the job ends, at most 240 s.
+  int64_t rss_max = rss_before;
+  const absl::Time start = absl::Now();
+  v1::Job now;
+  while (absl::Now() - start < absl::Seconds(240)) {
+    rss_max = std::max(rss_max, RssBytes());
+    now = GetJob(curator, job.id());
+    if (Ended(now)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  rss_max = std::max(rss_max, RssBytes());
+  const double job_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  ASSERT_EQ(now.state(), v1::JOB_STATE_SUCCEEDED) << now.message();
+  // The silent watcher was dropped: it gets what gRPC had already sent it,
+  // then the end of the stream, never the whole trace.
+  int64_t received = 0;
+  v1::JobEvent ev;
+  while (silent->Read(&ev)) received += ev.has_trace() ? 1 : 0;
+  grpc::Status st = silent->Finish();
+  Figure("never-reading watcher: RSS growth",
+         static_cast<double>(rss_max - rss_before) / kMiB, "MiB");
+  Figure("never-reading watcher: trace points it had received", received,
+         "points");
+  Figure("never-reading watcher: job time", job_seconds, "s");
+  std::cout << "[figure] never-reading watcher ended with code "
+            << st.error_code() << ": " << st.error_message() << std::endl;
+  EXPECT_LT(rss_max - rss_before, 50 * kMiB);
+  EXPECT_TRUE(st.error_code() == grpc::RESOURCE_EXHAUSTED ||
+              st.error_code() == grpc::CANCELLED)
+      << st.error_code() << " " << st.error_message();
+  if (st.error_code() == grpc::RESOURCE_EXHAUSTED) {
+    EXPECT_THAT(st.error_message(), HasSubstr("watch the job again"));
+  }
+  EXPECT_LT(received, 10000);
+  EXPECT_THAT(HttpGet(server.metrics_port(), "/metrics", ""),
+              HasSubstr("dpopt_watchers_dropped 1"));
+}
+
+TEST(HostileClientTest, ADroppedWatcherWatchesAgainAndIsReplayedTheTrace) {
+  // 1 MiB per watcher: about 130 points of 8 KB.
+  TestServer server(BigTraces(kMiB));
+  // 1000 rows make a step slow enough that the job still runs when the
+  // watcher comes back.
+  ASSERT_TRUE(
+      server.Import(WideCsvHeader("wide", kWide, true), WideCsv(1000, kWide))
+          .ok());
+  Stubs curator(TokenChannel(server.target(), server.curator_token()));
+  v1::Job job;
+  ASSERT_TRUE(Submit(curator, TracedSpec("wide", 10000), &job).ok());
+  v1::WatchJobRequest req;
+  req.set_id(job.id());
+  std::vector<int64_t> steps;
+  int64_t last = 0;
+  grpc::Status first_end;
+  std::string end_state;
+  int watches = 0;
+  bool reattached_while_running = false;
+  for (; watches < 10 && end_state.empty(); ++watches) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(300));
+    auto r = curator.jobs->WatchJob(&ctx, req);
+    v1::JobEvent ev;
+    if (!r->Read(&ev)) break;
+    if (watches > 0 && !Ended(ev.job())) reattached_while_running = true;
+    // The first time, stop reading until the job has recorded 1500 points
+    // (12 MB: more than the watcher's 1 MiB plus what gRPC's flow-control
+    // windows let through, about 4 MB here): the watcher falls behind.
+    const absl::Time paused = absl::Now();
+    while (watches == 0 && absl::Now() - paused < absl::Seconds(120)) {
+      const v1::Job now = GetJob(curator, job.id());
+      if (now.steps_done() >= 1500 || Ended(now)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    while (r->Read(&ev)) {
+      if (ev.has_trace() && ev.trace().step() > last) {
+        last = ev.trace().step();
+        steps.push_back(last);
+      }
+      if (ev.has_job() && Ended(ev.job())) {
+        end_state = v1::JobState_Name(ev.job().state());
+      }
+    }
+    grpc::Status st = r->Finish();
+    if (watches == 0) first_end = st;
+    if (!st.ok()) {  // the next watch replays the whole trace
+      steps.clear();
+      last = 0;
+    }
+  }
+  std::cout << "[figure] slow watcher: first watch ended with code "
+            << first_end.error_code() << ": " << first_end.error_message()
+            << std::endl;
+  Figure("slow watcher: watches", watches, "streams");
+  EXPECT_TRUE(first_end.error_code() == grpc::RESOURCE_EXHAUSTED ||
+              first_end.error_code() == grpc::CANCELLED)
+      << first_end.error_message();
+  ASSERT_TRUE(reattached_while_running)
+      << "the job ended before the watcher came back";
+  EXPECT_EQ(end_state, "JOB_STATE_SUCCEEDED");
+  ASSERT_EQ(steps.size(), 10000u);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    ASSERT_EQ(steps[i], static_cast<int64_t>(i) + 1);
+  }
+}
+
+TEST(HostileClientTest, ATraceOverTheLimitIsRefusedBeforeCharging) {
+  TestServer server;  // the default limit, 64 MiB
+  ASSERT_TRUE(
+      server.Import(WideCsvHeader("wide", kWide, false), WideCsv(100, kWide))
+          .ok());
+  Stubs curator(TokenChannel(server.target(), server.curator_token()));
+  const int64_t entries = LedgerEntries(server, "wide");
+  const int64_t db_before = DatabaseBytes(server.db_path());
+  // 10,002 points of 64 + 8 x 1000 bytes: 80,656,128 bytes.
+  const v1::JobSpec spec = TracedSpec("wide", 10000);
+  {
+    grpc::ClientContext ctx;
+    v1::EstimateJobRequest req;
+    *req.mutable_spec() = spec;
+    v1::JobEstimate est;
+    grpc::Status s = curator.jobs->EstimateJob(&ctx, req, &est);
+    EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
+    EXPECT_THAT(s.error_message(), HasSubstr("--max-trace-bytes-per-job"));
+    EXPECT_THAT(s.error_message(), HasSubstr("80656128 bytes"));
+  }
+  v1::Job job;
+  grpc::Status s = Submit(curator, spec, &job);
+  EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("--max-trace-bytes-per-job"));
+  std::cout << "[figure] refusal: " << s.error_message() << std::endl;
+  EXPECT_EQ(LedgerEntries(server, "wide"), entries);
+  grpc::ClientContext ctx;
+  v1::ListJobsRequest list;
+  v1::ListJobsResponse jobs;
+  ASSERT_TRUE(curator.jobs->ListJobs(&ctx, list, &jobs).ok());
+  EXPECT_EQ(jobs.jobs_size(), 0);
+  EXPECT_LT(DatabaseBytes(server.db_path()) - db_before, kMiB);
+  // Without iterates the same job's trace is small and admitted.
+  v1::JobSpec small = spec;
+  small.set_trace_iterates(false);
+  small.mutable_algorithm()->mutable_dp_gd()->set_steps(100);
+  EXPECT_TRUE(Submit(curator, small, &job).ok());
+  EXPECT_EQ(server.WaitForJob(job.id()).state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(LedgerEntries(server, "wide"), entries + 1);
+}
+
+// The trace as stored, read from the database behind the server's back.
+std::vector<std::string> StoredTrace(const std::string& db,
+                                     const std::string& job_id) {
+  std::vector<std::string> out;
+  sqlite3* h = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr),
+            SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(
+                h, "SELECT data FROM job_trace WHERE job_id = ? ORDER BY step",
+                -1, &st, nullptr),
+            SQLITE_OK);
+  sqlite3_bind_text(st, 1, job_id.c_str(), -1, SQLITE_TRANSIENT);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    out.emplace_back(static_cast<const char*>(sqlite3_column_blob(st, 0)),
+                     sqlite3_column_bytes(st, 0));
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return out;
+}
+
+TEST(HostileClientTest, ALargeTraceIsFetchedInBoundedPages) {
+  TestServer server(
+      [](server::ServerOptions& o) { o.console_listen = "127.0.0.1:0"; });
+  ASSERT_TRUE(
+      server.Import(WideCsvHeader("wide", kWide, true), WideCsv(100, kWide))
+          .ok());
+  Stubs curator(TokenChannel(server.target(), server.curator_token()));
+  v1::Job job;
+  ASSERT_TRUE(Submit(curator, TracedSpec("wide", 2000), &job).ok());
+  ASSERT_EQ(server.WaitForJob(job.id()).state(), v1::JOB_STATE_SUCCEEDED);
+  const std::vector<std::string> stored =
+      StoredTrace(server.db_path(), job.id());
+  ASSERT_EQ(stored.size(), 2000u);  // about 16 MB
+
+  // A client that sets nothing gets the first page and learns there is more.
+  std::vector<std::string> fetched;
+  v1::GetJobResultRequest req;
+  req.set_id(job.id());
+  int pages = 0;
+  size_t largest = 0;
+  for (; pages < 1000; ++pages) {
+    grpc::ClientContext ctx;
+    v1::JobResult r;
+    ASSERT_TRUE(curator.jobs->GetJobResult(&ctx, req, &r).ok());
+    EXPECT_EQ(r.trace_points_total(), 2000);
+    ASSERT_GT(r.trace_size(), 0);
+    size_t trace_bytes = 0;
+    for (const v1::TracePoint& t : r.trace()) {
+      trace_bytes += t.ByteSizeLong();
+      fetched.push_back(t.SerializeAsString());
+    }
+    EXPECT_LE(trace_bytes, static_cast<size_t>(server::kMaxTraceBytesPerReply));
+    EXPECT_LE(r.trace_size(), server::kMaxTracePointsPerReply);
+    largest = std::max(largest, r.ByteSizeLong());
+    if (r.next_trace_offset() == 0) break;
+    EXPECT_EQ(r.next_trace_offset(), static_cast<int64_t>(fetched.size()));
+    req.set_trace_offset(r.next_trace_offset());
+  }
+  Figure("paged trace: pages", pages + 1, "replies");
+  Figure("paged trace: largest reply", static_cast<double>(largest) / kMiB,
+         "MiB");
+  EXPECT_GT(pages, 10);
+  EXPECT_LE(largest, static_cast<size_t>(server::kMaxTraceBytesPerReply) +
+                         64 * 1024);  // the model and calibration
+  EXPECT_EQ(fetched, stored);
+
+  // The console pages through the trace too: its plot has every point.
+  const std::string page =
+      HttpGet(server.console_port(), "/console/api/jobs/" + job.id(),
+              server.curator_token());
+  EXPECT_THAT(page,
+              HasSubstr("data-name=\"iterate norm\" data-points=\"2000\""));
+  EXPECT_THAT(page, HasSubstr("2000 trace points"));
+
+  // A page size of the client's; out-of-range requests.
+  {
+    grpc::ClientContext ctx;
+    v1::GetJobResultRequest small;
+    small.set_id(job.id());
+    small.set_trace_offset(1995);
+    small.set_max_trace_points(3);
+    v1::JobResult r;
+    ASSERT_TRUE(curator.jobs->GetJobResult(&ctx, small, &r).ok());
+    ASSERT_EQ(r.trace_size(), 3);
+    EXPECT_EQ(r.trace(0).step(), 1996);
+    EXPECT_EQ(r.next_trace_offset(), 1998);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::GetJobResultRequest past;
+    past.set_id(job.id());
+    past.set_trace_offset(5000);
+    v1::JobResult r;
+    ASSERT_TRUE(curator.jobs->GetJobResult(&ctx, past, &r).ok());
+    EXPECT_EQ(r.trace_size(), 0);
+    EXPECT_EQ(r.next_trace_offset(), 0);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::GetJobResultRequest bad;
+    bad.set_id(job.id());
+    bad.set_trace_offset(-1);
+    v1::JobResult r;
+    EXPECT_EQ(curator.jobs->GetJobResult(&ctx, bad, &r).error_code(),
+              grpc::INVALID_ARGUMENT);
+  }
+}
+
+TEST(HostileClientTest, OneConnectionHasAtMostMaxConcurrentStreams) {
+  TestServer server([](server::ServerOptions& o) {
+    o.max_concurrent_streams = 4;
+    o.limits.max_watch_streams = 0;  // only the transport's limit applies
+  });
+  ASSERT_TRUE(
+      server.Import(SmallCsvHeader("private", 1e6), SmallCsv(2000)).ok());
+  Stubs curator(TokenChannel(server.target(), server.curator_token()));
+  v1::Job job;
+  ASSERT_TRUE(Submit(curator, LongSpec("private"), &job).ok());
+  v1::WatchJobRequest req;
+  req.set_id(job.id());
+  struct Watch {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader;
+  };
+  // Four streams on one connection are served (each gets the job first).
+  std::vector<std::unique_ptr<Watch>> open;
+  for (int i = 0; i < 4; ++i) {
+    auto w = std::make_unique<Watch>();
+    w->ctx.set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::seconds(60));
+    w->reader = curator.jobs->WatchJob(&w->ctx, req);
+    v1::JobEvent ev;
+    ASSERT_TRUE(w->reader->Read(&ev)) << i;
+    open.push_back(std::move(w));
+  }
+  // A fifth waits for a free stream: nothing arrives before its deadline.
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(1));
+    auto reader = curator.jobs->WatchJob(&ctx, req);
+    v1::JobEvent ev;
+    EXPECT_FALSE(reader->Read(&ev));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::DEADLINE_EXCEEDED);
+  }
+  // Once one ends, the next stream is served.
+  open.back()->ctx.TryCancel();
+  (void)open.back()->reader->Finish();
+  open.pop_back();
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(30));
+    auto reader = curator.jobs->WatchJob(&ctx, req);
+    v1::JobEvent ev;
+    EXPECT_TRUE(reader->Read(&ev));
+    ctx.TryCancel();
+    (void)reader->Finish();
+  }
+  for (auto& w : open) {
+    w->ctx.TryCancel();
+    (void)w->reader->Finish();
+  }
+  CancelJob(curator, job.id());
 }
 
 // ----------------------------------------------------- reflection

@@ -2,8 +2,10 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/optim/parallel.h"
 #include "gtest/gtest.h"
@@ -56,6 +58,32 @@ TEST(ServerOptionsTest, DatasetCacheRange) {
   EXPECT_TRUE(o.Validate().ok());
   o.dataset_cache_mb = -1;
   EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ServerOptionsTest, TraceAndTransportLimitsRanges) {
+  ServerOptions o = Valid();
+  o.max_trace_bytes_per_job = 0;  // no limit
+  EXPECT_TRUE(o.Validate().ok());
+  struct Case {
+    std::function<void(ServerOptions&)> set;
+    const char* flag;
+  };
+  const std::vector<Case> cases = {
+      {[](ServerOptions& x) { x.max_trace_bytes_per_job = -1; },
+       "--max-trace-bytes-per-job"},
+      {[](ServerOptions& x) { x.max_watch_buffer_bytes = 1000; },
+       "--max-watch-buffer-bytes"},
+      {[](ServerOptions& x) { x.grpc_memory_mb = 1; }, "--grpc-memory-mb"},
+      {[](ServerOptions& x) { x.max_concurrent_streams = 0; },
+       "--max-concurrent-streams"},
+  };
+  for (const Case& c : cases) {
+    ServerOptions bad = Valid();
+    c.set(bad);
+    const absl::Status s = bad.Validate();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.flag;
+    EXPECT_NE(s.message().find(c.flag), std::string::npos) << s;
+  }
 }
 
 }  // namespace

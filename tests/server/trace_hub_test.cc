@@ -31,20 +31,55 @@ TEST(TraceHubTest, DeliversOnlyToSubscribersOfTheJobInOrder) {
   EXPECT_FALSE(a->Next(&e, absl::Milliseconds(10)));
 }
 
-TEST(TraceHubTest, SlowWatchersDropOldTracePointsButNeverStateChanges) {
-  TraceHub hub;
-  auto s = hub.Subscribe("j");
+// A point of `values` iterate values (8 bytes each on the wire).
+v1::JobEvent BigTrace(int64_t step, int values) {
+  v1::JobEvent e = Trace(step);
+  for (int i = 0; i < values; ++i) e.mutable_trace()->add_iterate(i);
+  return e;
+}
+
+TEST(TraceHubTest, AWatcherThatStopsReadingIsDroppedAndItsBufferFreed) {
+  TraceHub::Options options;
+  options.max_buffered_bytes_per_watcher = 1 << 20;
+  ASSERT_TRUE(options.Validate().ok());
+  TraceHub hub(options);
+  auto slow = hub.Subscribe("j");
+  auto reader = hub.Subscribe("j");
+  int drops = 0;
+  slow->OnDrop([&drops] { ++drops; });
   v1::JobEvent state;
   state.mutable_job()->set_id("j");
   hub.Publish("j", state);
-  for (size_t i = 0; i < TraceHub::kMaxQueued + 5; ++i) {
-    hub.Publish("j", Trace(static_cast<int64_t>(i)));
-  }
   v1::JobEvent e;
-  ASSERT_TRUE(s->Next(&e, absl::Milliseconds(10)));
-  EXPECT_TRUE(e.has_job());  // the state change survived
-  ASSERT_TRUE(s->Next(&e, absl::Milliseconds(10)));
-  EXPECT_GT(e.trace().step(), 0);  // the oldest trace points were dropped
+  // 200 points of 8 KB: 1.6 MB, more than the 1 MiB a watcher may hold.
+  for (int i = 1; i <= 200; ++i) {
+    hub.Publish("j", BigTrace(i, 1000));
+    EXPECT_LE(slow->buffered_bytes(), options.max_buffered_bytes_per_watcher);
+    // The other watcher keeps up and loses nothing.
+    ASSERT_TRUE(reader->Next(&e, absl::Milliseconds(10)));
+  }
+  EXPECT_TRUE(slow->dropped());
+  EXPECT_FALSE(reader->dropped());
+  EXPECT_EQ(drops, 1);
+  EXPECT_EQ(hub.dropped_watchers(), 1);
+  EXPECT_EQ(slow->buffered_bytes(), 0);
+  // A dropped watcher gets nothing more, not even what was queued before.
+  EXPECT_FALSE(slow->Next(&e, absl::Milliseconds(10)));
+  // A callback set after the drop runs at once.
+  slow->OnDrop([&drops] { ++drops; });
+  EXPECT_EQ(drops, 2);
+  // A new subscription starts empty.
+  auto again = hub.Subscribe("j");
+  hub.Publish("j", Trace(201));
+  ASSERT_TRUE(again->Next(&e, absl::Milliseconds(10)));
+  EXPECT_EQ(e.trace().step(), 201);
+}
+
+TEST(TraceHubTest, OptionsAreValidated) {
+  TraceHub::Options options;
+  EXPECT_TRUE(options.Validate().ok());
+  options.max_buffered_bytes_per_watcher = 1000;
+  EXPECT_FALSE(options.Validate().ok());
 }
 
 TEST(TraceHubTest, ShutdownWakesWaitingWatchers) {

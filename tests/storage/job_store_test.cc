@@ -234,6 +234,47 @@ TEST_F(JobStoreTest, Trace) {
               StatusIs(absl::StatusCode::kNotFound));
 }
 
+TEST_F(JobStoreTest, TracePagesAreBoundedInCountAndBytes) {
+  ASSERT_OK(db_->jobs().Create(NewJob("p")));
+  for (int step = 1; step <= 10; ++step) {
+    ASSERT_OK(db_->jobs().AppendTrace("p", step, std::string(100, 'a')));
+  }
+  JobStore::TracePageQuery q;
+  ASSERT_OK_AND_ASSIGN(JobStore::TracePage all,
+                       db_->jobs().ListTracePage("p", q));
+  EXPECT_EQ(all.total, 10);
+  EXPECT_EQ(all.entries.size(), 10u);
+  q.offset = 2;
+  q.max_entries = 3;
+  ASSERT_OK_AND_ASSIGN(JobStore::TracePage page,
+                       db_->jobs().ListTracePage("p", q));
+  ASSERT_EQ(page.entries.size(), 3u);
+  EXPECT_EQ(page.entries[0].step, 3);
+  EXPECT_EQ(page.total, 10);
+  // 250 bytes hold two records of 100; the first record always comes.
+  q.max_entries = 0;
+  q.max_bytes = 250;
+  ASSERT_OK_AND_ASSIGN(page, db_->jobs().ListTracePage("p", q));
+  EXPECT_EQ(page.entries.size(), 2u);
+  q.max_bytes = 10;
+  ASSERT_OK_AND_ASSIGN(page, db_->jobs().ListTracePage("p", q));
+  EXPECT_EQ(page.entries.size(), 1u);
+  // After a step, and past the end.
+  q = JobStore::TracePageQuery();
+  q.after_step = 8;
+  ASSERT_OK_AND_ASSIGN(page, db_->jobs().ListTracePage("p", q));
+  ASSERT_EQ(page.entries.size(), 2u);
+  EXPECT_EQ(page.entries[0].step, 9);
+  q.offset = 5;
+  ASSERT_OK_AND_ASSIGN(page, db_->jobs().ListTracePage("p", q));
+  EXPECT_TRUE(page.entries.empty());
+  q.offset = -1;
+  EXPECT_THAT(db_->jobs().ListTracePage("p", q),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(db_->jobs().ListTracePage("zzz", JobStore::TracePageQuery()),
+              StatusIs(absl::StatusCode::kNotFound));
+}
+
 TEST_F(JobStoreTest, RecordProgressIsAllOrNothing) {
   ASSERT_OK(db_->jobs().Create(NewJob("r")));
   EXPECT_THAT(db_->jobs().RecordProgress("r", 1, {{0, "a"}}),

@@ -202,6 +202,18 @@ def test_submit_with_keywords_and_trace_iterates(curator):
     assert not job.cost.charged  # a public dataset is never charged
 
 
+def test_result_gathers_every_page_of_a_long_trace(curator):
+    # 1200 points of 123 values: the server sends at most 1000 points and
+    # 1 MiB per reply, so the trace comes in two pages.
+    job = curator.submit(dataset="adult-test", algorithm=dpopt.algorithms.gd(
+        steps=1200, learning_rate=0.5), model=dpopt.models.logistic_regression(l2=1e-3),
+        trace_every=1, trace_iterates=True, progress=False)
+    assert job.state == "SUCCEEDED", job.message
+    res = job.result()
+    assert res.iterates.shape == (1200, 123)
+    assert res.trace["step"].tolist() == list(range(1, 1201))
+
+
 def test_result_waits_like_a_future(curator):
     job = curator.submit(dpsgd(steps=300, epsilon=0.2), wait=False)
     res = job.result()  # waits for the job instead of refusing a queued one

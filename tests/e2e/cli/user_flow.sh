@@ -87,6 +87,17 @@ dp job result "$job_id" --output "$work/model.json"
 python3 -c "import json; m=json.load(open('$work/model.json')); assert len(m['model']['weights']) == 123" ||
   fail "model.json has no 123 weights"
 
+step "6b. a trace longer than one reply: job result fetches every page"
+cat >"$work/traced.json" <<'JSON'
+{"dataset": "adult-test", "model": {"logistic_regression": {"l2": 0.001}},
+ "algorithm": {"gd": {"steps": 1500, "learning_rate": 0.5}},
+ "trace_every": 1, "trace_iterates": true}
+JSON
+traced_id="$(dp job submit "$work/traced.json" --json | json "['id']")"
+dp job watch "$traced_id" >/dev/null
+points="$(dp job result "$traced_id" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["trace"]))')"
+[[ "$points" == "1500" ]] || fail "job result returned $points of 1500 trace points"
+
 step "7. watch, list, cancel, ledger"
 dp job watch "$job_id" >/dev/null
 dp job list

@@ -375,14 +375,21 @@ class Job:
             code = e.code()
             if code == grpc.StatusCode.DEADLINE_EXCEEDED:
                 return  # the caller's loop raises TimeoutError
-            if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+            # A watcher that fell too far behind is dropped by the server
+            # (RESOURCE_EXHAUSTED, "... was dropped ..."): watch again.
+            dropped = (code == grpc.StatusCode.RESOURCE_EXHAUSTED
+                       and "dropped" in (e.details() or ""))
+            if not dropped and code not in (grpc.StatusCode.UNAVAILABLE,
+                                            grpc.StatusCode.CANCELLED):
                 raise errors.from_rpc_error(e, c._hint(e)) from None
             time.sleep(0.5)  # server restarting: re-read and watch again
         self.refresh()
 
     def result(self, timeout=None, progress=False) -> Result:
         """Waits for the job to end (like ``concurrent.futures.Future.result``)
-        and returns its privatized model, trace and evaluation.
+        and returns its privatized model, trace and evaluation (the server
+        sends a long trace in pages of at most 1000 points and 1 MiB; this
+        gathers them all).
 
         Args:
             timeout: seconds to wait; None (default) waits as long as it
@@ -399,8 +406,16 @@ class Job:
             raise errors.JobFailedError(
                 f"job {self.id} {self.state.value}: {self.message}", job=self)
         c = self._client
-        return Result.from_proto(
-            c._call(c._jobs.GetJobResult, dpopt_pb2.GetJobResultRequest(id=self.id)))
+        reply = c._call(c._jobs.GetJobResult, dpopt_pb2.GetJobResultRequest(id=self.id))
+        # The server sends the trace a bounded page at a time: gather them.
+        while reply.next_trace_offset and len(reply.trace) < reply.trace_points_total:
+            page = c._call(c._jobs.GetJobResult, dpopt_pb2.GetJobResultRequest(
+                id=self.id, trace_offset=reply.next_trace_offset))
+            if not page.trace:
+                break
+            reply.trace.extend(page.trace)
+            reply.next_trace_offset = page.next_trace_offset
+        return Result.from_proto(reply)
 
 
 def _progress_bar(job, progress):
