@@ -8,6 +8,19 @@ jobs="${JOBS:-$(nproc)}"
 launcher=()
 # ccache, when installed, makes rebuilds in several worktrees cheap.
 if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
-cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" \
-  "${launcher[@]}" >/dev/null
+# Optimised, assertions off. Debug information only when asked for
+# (DPOPT_DEBUG_INFO=1, for gdb and perf): without it a fresh build takes
+# about 30% less time (measured on a test file: 31 s -> 22 s), which is most
+# of what CI spends.
+build_type="${BUILD_TYPE:-RelWithDebInfo}"
+flags=()
+if [[ "$build_type" == RelWithDebInfo ]]; then
+  if [[ "${DPOPT_DEBUG_INFO:-0}" == 1 ]]; then
+    flags=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g -DNDEBUG")
+  else
+    flags=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG")
+  fi
+fi
+cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" \
+  "${flags[@]}" "${launcher[@]}" >/dev/null
 ninja -C "$build" -j"$jobs" "$@"

@@ -27,6 +27,30 @@ def free_port():
         return s.getsockname()[1]
 
 
+_HEALTH_STATUS = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
+
+
+def health(address, timeout=1.0):
+    """grpc.health.v1 Check of the whole server: "SERVING", "NOT_SERVING",
+    ..., or None when nothing answers. The messages are tiny and fixed
+    (HealthCheckRequest{} is empty; HealthCheckResponse is field 1, an enum),
+    so they are encoded here rather than generated."""
+    import grpc
+    with grpc.insecure_channel(address) as channel:
+        check = channel.unary_unary("/grpc.health.v1.Health/Check",
+                                    request_serializer=lambda b: b,
+                                    response_deserializer=lambda b: b)
+        try:
+            reply = check(b"", timeout=timeout)
+        except grpc.RpcError:
+            return None
+    if reply == b"":
+        return _HEALTH_STATUS[0]
+    if len(reply) == 2 and reply[0] == 0x08:
+        return _HEALTH_STATUS.get(reply[1], str(reply[1]))
+    return None
+
+
 class ServerProcess:
     """dpopt-server on a database; start()/kill()/terminate() as often as
     needed (the database, token and mark survive)."""
@@ -62,12 +86,12 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"dpopt-server exited with {self.proc.returncode}:\n"
                                    + self.tail())
-            if os.path.exists(self.token_file) and os.path.getsize(self.token_file) > 0:
-                try:
-                    socket.create_connection(("127.0.0.1", port), 0.5).close()
-                    return self
-                except OSError:
-                    pass
+            # The port opens before the database (health NOT_SERVING while
+            # it is opened and interrupted jobs are recovered): ready means
+            # SERVING, not listening.
+            if (os.path.exists(self.token_file) and os.path.getsize(self.token_file) > 0
+                    and health(self.address) == "SERVING"):
+                return self
             time.sleep(0.05)
         raise RuntimeError("dpopt-server did not listen in time:\n" + self.tail())
 
