@@ -98,7 +98,7 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
     const Options& options, storage::Database* db, DatasetManager* datasets,
     TraceHub* hub) {
   RETURN_IF_ERROR(options.Validate());
-  std::unique_ptr<JobManager> m(new JobManager(db, datasets, hub));
+  std::unique_ptr<JobManager> m(new JobManager(db, hub));
   m->options_ = options;
   ExecutionEnvironment env;
   if (m->options_.mpi.has_value()) env.mpi = &*m->options_.mpi;
@@ -466,8 +466,9 @@ absl::StatusOr<v1::Job> JobManager::Get(const std::string& id) {
 
 absl::StatusOr<v1::ListJobsResponse> JobManager::List(
     const std::string& dataset) {
-  ASSIGN_OR_RETURN(auto records, db_->jobs().List(storage::JobFilter{
-                                     dataset, "", std::nullopt}));
+  storage::JobFilter filter;
+  filter.dataset = dataset;
+  ASSIGN_OR_RETURN(auto records, db_->jobs().List(filter));
   v1::ListJobsResponse out;
   for (const auto& r : records) {
     ASSIGN_OR_RETURN(*out.add_jobs(), ToProto(r));

@@ -136,8 +136,7 @@ class JobManager {
  private:
   class TraceRecorder;
 
-  JobManager(storage::Database* db, DatasetManager* datasets, TraceHub* hub)
-      : db_(db), datasets_(datasets), hub_(hub) {}
+  JobManager(storage::Database* db, TraceHub* hub) : db_(db), hub_(hub) {}
   // Submit without the metrics.
   absl::StatusOr<v1::Job> Admit(
       const v1::JobSpec& spec, const std::string& principal, storage::Role role,
@@ -161,7 +160,6 @@ class JobManager {
   // Jobs handed to the runner and not yet ended.
   std::atomic<int64_t> active_{0};
   storage::Database* db_;
-  DatasetManager* datasets_;
   TraceHub* hub_;
   std::unique_ptr<JobAdmission> admission_;
   std::unique_ptr<DatasetCache> cache_;
