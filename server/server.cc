@@ -240,7 +240,6 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   RETURN_IF_ERROR(s->jobs_->RecoverInterruptedJobs());
 
   s->auth_ = std::make_unique<Authenticator>(s->db_.get(), options.tokens);
-  ASSIGN_OR_RETURN(s->bootstrapped_, s->auth_->Bootstrap(options.TokenFile()));
   s->auth_failures_ =
       std::make_unique<AuthFailureLog>(AuthFailureLog::Options());
   s->streams_ = std::make_unique<StreamRegistry>();
@@ -348,6 +347,15 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
     }
     s->console_ = *std::move(c);
   }
+  // Last: on a fresh database the curator's token file appears only once the
+  // services answer on the port, so a script that waits for the file finds
+  // the server serving.
+  absl::StatusOr<bool> bootstrapped = s->auth_->Bootstrap(options.TokenFile());
+  if (!bootstrapped.ok()) {
+    s->Shutdown();
+    return bootstrapped.status();
+  }
+  s->bootstrapped_ = *bootstrapped;
   return s;
 }
 
