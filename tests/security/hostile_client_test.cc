@@ -992,6 +992,18 @@ TEST(HostileClientTest, AGrantRevokedBetweenPrepareAndChargeAdmitsNothing) {
 
 // ----------------------------------------------------- traces
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kUnderAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kUnderAddressSanitizer = true;
+#else
+constexpr bool kUnderAddressSanitizer = false;
+#endif
+#else
+constexpr bool kUnderAddressSanitizer = false;
+#endif
+
 // Resident memory of this process (the in-process server and its clients).
 int64_t RssBytes() {
   std::ifstream in("/proc/self/status");
@@ -1136,7 +1148,16 @@ TEST(HostileClientTest, AWatcherThatNeverReadsIsDroppedAndMemoryStaysBounded) {
   Figure("never-reading watcher: job time", job_seconds, "s");
   std::cout << "[figure] never-reading watcher ended with code "
             << st.error_code() << ": " << st.error_message() << std::endl;
-  EXPECT_LT(rss_max - rss_before, 50 * kMiB);
+  if (kUnderAddressSanitizer) {
+    // ASan keeps freed memory in its quarantine (256 MiB by default) so
+    // that a use after free is caught: resident memory measures the
+    // sanitizer here (69 MiB once), not the server. The bound is checked in
+    // the ordinary build; the drop itself is checked below in both.
+    std::cout << "[figure] RSS bound not checked under AddressSanitizer"
+              << std::endl;
+  } else {
+    EXPECT_LT(rss_max - rss_before, 50 * kMiB);
+  }
   EXPECT_TRUE(st.error_code() == grpc::RESOURCE_EXHAUSTED ||
               st.error_code() == grpc::CANCELLED)
       << st.error_code() << " " << st.error_message();
