@@ -81,6 +81,15 @@ void PrintCost(const pb::PrivacyCost& c) {
   std::cout << absl::StrFormat("  cost       epsilon %s at delta %s (%s)\n",
                                Num(c.epsilon()), Num(c.delta()),
                                c.accountant());
+  // A pure-DP job whose charge differs from its guarantee (e.g.
+  // pa_subgradient under an RDP filter) shows both.
+  if (c.guarantee_epsilon() > 0 &&
+      (c.guarantee_epsilon() != c.epsilon() || c.delta() != 0)) {
+    std::cout << absl::StrFormat(
+        "  guarantee  pure epsilon %s (delta 0); the ledger is charged the "
+        "cost above\n",
+        Num(c.guarantee_epsilon()));
+  }
 }
 
 int JobEstimate(const ParsedArgs& a, const Globals& g) {

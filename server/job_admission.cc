@@ -200,6 +200,9 @@ absl::StatusOr<PreparedJob> JobAdmission::Prepare(
                                            target.accountant));
   p.cost.set_epsilon(eps.epsilon);
   p.cost.set_delta(target.delta);
+  if (p.calibration.guarantee_epsilon > 0) {
+    p.cost.set_guarantee_epsilon(p.calibration.guarantee_epsilon);
+  }
   p.cost.set_accountant(privacy::AccountantName(target.accountant));
   if (p.dataset.is_public) {
     p.cost.set_charged(false);

@@ -98,6 +98,11 @@ struct Calibration {
   PrivacyTarget target;
   // Exactly what Run() will release; the server charges this event.
   privacy::DpEvent event;
+  // The job's own stated guarantee when it is pure epsilon-DP (delta 0), as
+  // its epsilon; 0 when the job states none beyond `event`. The ledger
+  // charges `event` priced by the dataset's filter, which may be less (e.g.
+  // pa_subgradient's exponential mechanisms under an RDP filter).
+  double guarantee_epsilon = 0;
   // The neighbouring relation `event` was analysed under.
   privacy::Relation relation = privacy::Relation::kAddRemove;
   // PublicDatasetInfo::problem_json the calibration was made for

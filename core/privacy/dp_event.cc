@@ -19,6 +19,7 @@ using Json = nlohmann::ordered_json;
 // able to exhaust the stack).
 constexpr int kMaxDepth = 64;
 constexpr int64_t kMaxSparseVectorQueries = 1'000'000;
+constexpr int64_t kMaxExponentialMechanisms = 1'000'000'000;
 
 bool FiniteNonNegative(double x) { return std::isfinite(x) && x >= 0; }
 
@@ -54,6 +55,10 @@ Json ToJsonValue(const DpEvent& e) {
       break;
     case K::kExponential:
       j["exponential"] = {{"epsilon", e.epsilon()}};
+      break;
+    case K::kExponentialMechanisms:
+      j["exponential_mechanisms"] = {{"epsilon", e.epsilon()},
+                                     {"count", e.count()}};
       break;
     case K::kSparseVector:
       j["sparse_vector"] = {{"epsilon", e.epsilon()}};
@@ -173,6 +178,12 @@ absl::StatusOr<DpEvent> FromJsonValue(const Json& j, int depth) {
     return tag == "exponential" ? DpEvent::Exponential(eps)
                                 : DpEvent::SparseVector(eps);
   }
+  if (tag == "exponential_mechanisms") {
+    RETURN_IF_ERROR(CheckKeys(body, {"epsilon", "count"}, tag));
+    ASSIGN_OR_RETURN(double eps, GetDouble(body, "epsilon"));
+    ASSIGN_OR_RETURN(int64_t k, GetInt(body, "count"));
+    return DpEvent::ExponentialMechanisms(eps, k);
+  }
   if (tag == "gaussian_sparse_vector") {
     RETURN_IF_ERROR(CheckKeys(
         body,
@@ -256,6 +267,14 @@ absl::Status ValidateImpl(const DpEvent& e, int depth) {
     case K::kExponential:
     case K::kSparseVector:
       return CheckFiniteNonNegative(e.epsilon(), "epsilon");
+    case K::kExponentialMechanisms:
+      RETURN_IF_ERROR(CheckFiniteNonNegative(e.epsilon(), "epsilon"));
+      if (e.count() < 1 || e.count() > kMaxExponentialMechanisms) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("exponential_mechanisms: count must be in [1, ",
+                         kMaxExponentialMechanisms, "], got ", e.count()));
+      }
+      return absl::OkStatus();
     case K::kGaussianSparseVector:
       for (double z :
            {e.threshold_noise_multiplier(), e.query_noise_multiplier()}) {
@@ -352,6 +371,14 @@ DpEvent DpEvent::Exponential(double epsilon) {
   DpEvent e;
   e.kind_ = Kind::kExponential;
   e.epsilon_ = epsilon;
+  return e;
+}
+
+DpEvent DpEvent::ExponentialMechanisms(double epsilon, int64_t count) {
+  DpEvent e;
+  e.kind_ = Kind::kExponentialMechanisms;
+  e.epsilon_ = epsilon;
+  e.count_ = count;
   return e;
 }
 

@@ -27,7 +27,10 @@ class DpEvent {
     kDiscreteGaussian,  // noise_multiplier, sigma_in_grid_units, dimension
     kDiscreteLaplace,   // noise_multiplier = b / effective L1 sensitivity
     kExponential,       // epsilon (exponential mechanism / report-noisy-max)
-    kSparseVector,      // AboveThreshold: epsilon (pure), see privacy docs
+    // count adaptive exponential mechanisms, epsilon in total (see
+    // ExponentialMechanisms()).
+    kExponentialMechanisms,
+    kSparseVector,  // AboveThreshold: epsilon (pure), see privacy docs
     // Gaussian AboveThreshold, cutoff 1: threshold_noise_multiplier,
     // query_noise_multiplier, max_queries (see GaussianSparseVector()).
     kGaussianSparseVector,
@@ -48,6 +51,26 @@ class DpEvent {
                                   int64_t dimension);
   static DpEvent DiscreteLaplace(double noise_multiplier);
   static DpEvent Exponential(double epsilon);
+  // `count` adaptively chosen exponential mechanisms, each
+  // (epsilon / count)-DP with the standard analysis: sampling
+  // prop. to exp(eps' u / (2 Delta)) for scores u of sensitivity Delta (or
+  // exp(eps' u / Delta) for monotone scores), so that each is also
+  // (epsilon / count)-bounded range (Durfee & Rogers 2019). Pricing:
+  //  * basic composition: (epsilon, 0), pure epsilon-DP (the sum of the
+  //    count shares);
+  //  * RDP: per order alpha the minimum of alpha epsilon^2 / (8 count)
+  //    (an eps'-bounded-range mechanism is (eps'^2 / 8)-zCDP, Cesar & Rogers
+  //    2021; zCDP composes by adding rho and rho-zCDP is
+  //    (alpha, rho alpha)-RDP, Bun & Steinke 2016, Def. 1.1) and the pure-DP
+  //    curves RdpPureDp(epsilon, alpha) and count RdpPureDp(epsilon / count,
+  //    alpha); epsilon at alpha = inf;
+  //  * PLD: as SelfComposed(count, Exponential(epsilon / count)), the
+  //    randomized-response pair of each pure share composed.
+  // Only for selections whose epsilon-DP proof is the exponential
+  // mechanism's (each share must be (epsilon / count)-bounded range), not for
+  // other pure-DP selections. Validate(): epsilon finite and >= 0,
+  // 1 <= count <= 10^9.
+  static DpEvent ExponentialMechanisms(double epsilon, int64_t count);
   static DpEvent SparseVector(double epsilon);
   // AboveThreshold (sparse vector test) with cutoff c = 1 and Gaussian noise:
   // threshold noise N(0, (threshold_noise_multiplier * Delta)^2), fresh query

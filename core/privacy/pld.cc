@@ -527,6 +527,15 @@ absl::StatusOr<Pair> PairOf(const DpEvent& e, const PldOptions& opt) {
                          static_cast<double>(e.sample_size()) /
                              static_cast<double>(e.source_size()),
                          false, opt);
+    case K::kExponentialMechanisms:
+      // Each share is (epsilon / count)-DP: the randomized-response pair of
+      // each share, composed (no finer PLD of the exponential mechanism is
+      // used here; at worst this is the pure epsilon-DP price).
+      return PairOf(
+          DpEvent::SelfComposed(
+              e.count(), DpEvent::Exponential(e.epsilon() /
+                                              static_cast<double>(e.count()))),
+          opt);
     case K::kSelfComposed: {
       if (e.count() == 0) return Symmetric(NoOpPld(h));
       if (e.inner().kind() == K::kGaussian &&

@@ -133,6 +133,9 @@ absl::StatusOr<DpEvent> ToReplaceOne(const DpEvent& e, int depth) {
       return DpEvent::Exponential(2 * e.epsilon());
     case K::kSparseVector:
       return DpEvent::SparseVector(2 * e.epsilon());
+    case K::kExponentialMechanisms:
+      // Group privacy of each pure share (its bounded range doubles too).
+      return DpEvent::ExponentialMechanisms(2 * e.epsilon(), e.count());
     case K::kGaussianSparseVector:
       // Replace-one queries have at most twice the add/remove sensitivity, and
       // the Zhu-Wang bound holds for any relation given the queries'
@@ -366,6 +369,7 @@ class BasicFilter : public PrivacyFilter {
       delta = charged.delta();
       exact = true;
     } else if (charged.kind() == DpEvent::Kind::kExponential ||
+               charged.kind() == DpEvent::Kind::kExponentialMechanisms ||
                charged.kind() == DpEvent::Kind::kSparseVector) {
       eps = charged.epsilon();
       delta = 0;

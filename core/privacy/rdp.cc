@@ -304,6 +304,19 @@ double RdpPureDp(double epsilon, double alpha) {
   return std::max(0.0, std::min({v, epsilon, alpha * epsilon * epsilon / 2}));
 }
 
+double RdpExponentialMechanisms(double epsilon, int64_t count, double alpha) {
+  const double pure = RdpPureDp(epsilon, alpha);
+  if (std::isinf(alpha) || std::isinf(epsilon) || count < 1) return pure;
+  const double k = static_cast<double>(count);
+  // zCDP: rho = count (epsilon / count)^2 / 8 = epsilon^2 / (8 count), and
+  // rho-zCDP is alpha rho at every order (Cesar & Rogers 2021; Bun & Steinke
+  // 2016, Def. 1.1).
+  const double zcdp = alpha * epsilon * epsilon / (8 * k);
+  // Each share is (epsilon / count)-DP: count times its pure-DP curve.
+  const double shares = k * RdpPureDp(epsilon / k, alpha);
+  return std::min({zcdp, pure, shares});
+}
+
 double RdpGaussianSparseVector(double zt, double zq, int64_t max_queries,
                                double alpha) {
   if (zt == 0 || zq == 0 || std::isinf(alpha)) return kInf;
@@ -370,6 +383,12 @@ absl::StatusOr<std::vector<double>> ComputeRdp(
     case K::kSparseVector:
       for (size_t i = 0; i < orders.size(); ++i) {
         out[i] = RdpPureDp(event.epsilon(), orders[i]);
+      }
+      return out;
+    case K::kExponentialMechanisms:
+      for (size_t i = 0; i < orders.size(); ++i) {
+        out[i] =
+            RdpExponentialMechanisms(event.epsilon(), event.count(), orders[i]);
       }
       return out;
     case K::kGaussianSparseVector:

@@ -77,6 +77,20 @@ double RdpLaplace(double noise_multiplier, double alpha);
 // / (1 + e^eps)), which is <= min(eps, alpha eps^2 / 2) (Bun, Steinke 2016).
 double RdpPureDp(double epsilon, double alpha);
 
+// DpEvent::ExponentialMechanisms(epsilon, count): count adaptive
+// exponential mechanisms, each (epsilon / count)-DP and so
+// (epsilon / count)-bounded range, hence (epsilon / count)^2 / 8-zCDP
+// (Cesar & Rogers 2021, "Bounding, concentrating, and truncating: unifying
+// privacy loss composition for data analytics"); zCDP adds up under adaptive
+// composition and rho-zCDP means eps(alpha) <= rho alpha for every alpha > 1
+// (Bun & Steinke 2016, Def. 1.1):
+//   eps(alpha) = min(alpha epsilon^2 / (8 count), RdpPureDp(epsilon, alpha),
+//                    count RdpPureDp(epsilon / count, alpha)),
+// the last two being the pure-DP bounds of the whole and of the shares
+// composed, so it is never above the curve of a pure epsilon-DP event.
+// eps(inf) = epsilon (pure DP).
+double RdpExponentialMechanisms(double epsilon, int64_t count, double alpha);
+
 // Gaussian AboveThreshold with cutoff 1 (DpEvent::GaussianSparseVector):
 // threshold noise std zt * Delta, query noise std zq * Delta, possibly
 // non-monotone queries of sensitivity Delta, at most max_queries queries

@@ -215,6 +215,56 @@ TEST_F(PiecewiseAffineTest, EveryJobTypeChargesExactlyItsEpsilon) {
   EXPECT_NEAR(ledger.budget().epsilon_spent(), 2.0, 1e-9);
 }
 
+// pa_subgradient's stated guarantee is pure epsilon-DP; its k selections are
+// charged as exponential mechanisms. Under basic composition the charge is
+// exactly the job's epsilon; under an RDP filter at delta 1e-6 it is the
+// zCDP curve alpha eps^2 / (8 k) converted as the accountant does
+// (eps = 1, k = 100: minimum at alpha = 63, 0.21876), and the estimate shows
+// both numbers.
+TEST_F(PiecewiseAffineTest, SubgradientIsChargedThroughZcdpUnderRdp) {
+  v1::ImportHeader h = MaxAffineHeader("pa-rdp", false);
+  h.set_epsilon_budget(1);
+  h.set_delta_budget(1e-6);
+  h.set_budget_filter(v1::BUDGET_FILTER_RDP);
+  ASSERT_TRUE(server_.Import(h, ProblemCsv()).ok());
+  const std::string algo = R"("pa_subgradient": {"iterations": 100})";
+  auto estimate = [&](const std::string& dataset) {
+    grpc::ClientContext ctx;
+    v1::EstimateJobRequest req;
+    *req.mutable_spec() = Spec(PaSpec(dataset, algo, 1.0));
+    v1::JobEstimate est;
+    EXPECT_TRUE(server_.jobs().EstimateJob(&ctx, req, &est).ok());
+    return est;
+  };
+  const double a = 63;
+  const double hand =
+      a / 800 + std::log1p(-1 / a) - std::log(1e-6 * a) / (a - 1);
+  const v1::JobEstimate rdp = estimate("pa-rdp");
+  EXPECT_TRUE(rdp.admissible());
+  EXPECT_EQ(rdp.cost().guarantee_epsilon(), 1.0);
+  EXPECT_GE(rdp.cost().epsilon(), hand);
+  EXPECT_NEAR(rdp.cost().epsilon(), hand, 2e-12);
+  EXPECT_EQ(rdp.cost().delta(), 1e-6);
+  EXPECT_EQ(rdp.cost().event_json(),
+            R"({"exponential_mechanisms":{"epsilon":1.0,"count":100}})");
+  // Basic composition (dataset "pa", budget 3): exactly the job's epsilon.
+  const v1::JobEstimate basic = estimate("pa");
+  EXPECT_EQ(basic.cost().epsilon(), 1.0);
+  EXPECT_EQ(basic.cost().delta(), 0);
+  EXPECT_EQ(basic.cost().guarantee_epsilon(), 1.0);
+  // Under the RDP filter with budget (1, 1e-6) several such jobs fit, where
+  // one pure epsilon-1 job would exhaust it.
+  for (int i = 0; i < 3; ++i) {
+    const v1::JobResult r = RunToResult(Spec(PaSpec("pa-rdp", algo, 1.0)));
+    EXPECT_EQ(r.model().weights_size(), kDim);
+  }
+  const v1::ListLedgerResponse ledger = Ledger("pa-rdp");
+  ASSERT_EQ(ledger.entries_size(), 3);
+  EXPECT_NEAR(ledger.entries(0).epsilon(), hand, 2e-12);
+  EXPECT_LT(ledger.budget().epsilon_spent(), 1.0);
+  EXPECT_TRUE(estimate("pa-rdp").admissible());
+}
+
 TEST_F(PiecewiseAffineTest, ReleasedOutputs) {
   v1::JobResult r = RunToResult(
       Spec(PaSpec("pa", R"("pa_subgradient": {"iterations": 30})")));

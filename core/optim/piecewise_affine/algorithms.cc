@@ -77,10 +77,11 @@ Calibration BaseCalibration(const ProblemInfo& p, const PrivacyTarget& target,
   c.problem_json = problem_json;
   if (!target.non_private) {
     c.event = privacy::DpEvent::EpsilonDelta(target.epsilon, 0);
+    c.guarantee_epsilon = target.epsilon;
     c.notes.push_back(absl::StrFormat(
         "pure epsilon-DP (delta 0) under the l-infinity offset relation, "
-        "b_max = %g (Han, Topcu & Pappas 2014, eq. (4)); charged epsilon %g "
-        "once",
+        "b_max = %g (Han, Topcu & Pappas 2014, eq. (4)); epsilon %g, "
+        "charged once",
         p.b_max, target.epsilon));
   }
   return c;
@@ -378,6 +379,21 @@ class Subgradient final : public Algorithm {
         return absl::InternalError("selection rate exceeds its share");
       }
       c.noise_multiplier = 1 / step_eps;
+      if (!target.non_private) {
+        // The k selections are exponential mechanisms at (2 rate Delta) <=
+        // eps / k each: charged as such, so an RDP filter prices them through
+        // zCDP (eps^2 / (8 k), Cesar & Rogers 2021) while basic composition
+        // still charges exactly eps. The guarantee stays pure eps-DP.
+        c.event = privacy::DpEvent::ExponentialMechanisms(target.epsilon,
+                                                          o_.iterations);
+        c.notes.push_back(absl::StrFormat(
+            "charged as %d exponential mechanisms at eps / k each: pure "
+            "eps-DP (eps = %g) under basic composition, and (eps^2 / (8 k)) "
+            "= %.6g-zCDP, i.e. RDP alpha eps^2 / (8 k), under an RDP filter "
+            "(Cesar & Rogers 2021)",
+            o_.iterations, target.epsilon,
+            target.epsilon * target.epsilon / (8.0 * o_.iterations)));
+      }
       c.notes.push_back(absl::StrFormat(
           "Algorithm 2 (Han, Topcu & Pappas 2014, Sec. 4.4): %d steps, each "
           "Algorithm 1 at eps' = eps / k = %.10g: P(i) prop. to exp(+eps' "

@@ -2,19 +2,24 @@
 // Sec. 4; docs/algorithms/piecewise_affine.md) and the non-private
 // baselines, as job algorithms (core/optim/algorithm.h). Every one is pure
 // epsilon-DP under the l-infinity offset relation (the paper's eq. (4),
-// privacy::Relation::kLinfOffsets) and charges exactly the job's epsilon,
-// once:
+// privacy::Relation::kLinfOffsets) and charges the job's epsilon once (for
+// Algorithm 2 as k exponential mechanisms, see below):
 //
 //   job type             mechanism (paper)               charged event
 //   pa_perturb_problem   M_P (Sec. 4.1, Thm 16)          EpsilonDelta(eps, 0)
 //   pa_perturb_solution  M_S (Sec. 4.2)                  EpsilonDelta(eps, 0)
 //   pa_exponential       M_E (Sec. 4.3, Thm 19), exact   Exponential(eps)
-//   pa_subgradient       Algorithm 2 (Sec. 4.4, Thm 15)  EpsilonDelta(eps, 0)
+//   pa_subgradient       Algorithm 2 (Sec. 4.4, Thm 15)  ExponentialMechanisms(
+//                                                        eps, k)
 //   pa_solve             non-private LP / subgradient    none (public only)
 //
 // Algorithm 2's charge is the job's epsilon, not a sum of k floats: its k
 // selections run at rates computed from eps / k and rounded
-// down, so their basic composition is at most eps.
+// down, so their basic composition is at most eps. Each selection is an
+// exponential mechanism at 2 rate Delta <= eps / k, hence (eps / k)-bounded
+// range: the event ExponentialMechanisms(eps, k) is priced eps by basic
+// composition and eps^2 / (8 k)-zCDP by an RDP filter (Cesar & Rogers
+// 2021), never above the pure eps-DP price.
 //
 // Noise: vector Laplace through core/noise/vector_laplace.h (exact, on a
 // power-of-two grid); selections through scores.h (exact softmax on integer

@@ -22,6 +22,7 @@ DpEvent EveryKind() {
       DpEvent::DiscreteGaussian(1.3, 1048576.5, 123),
       DpEvent::DiscreteLaplace(4),
       DpEvent::Exponential(0.25),
+      DpEvent::ExponentialMechanisms(0.1 + 0.2, 100),
       DpEvent::SparseVector(0.5),
       DpEvent::EpsilonDelta(1, 1e-6),
       DpEvent::PoissonSampled(0.01, DpEvent::Gaussian(0.7)),
@@ -82,8 +83,8 @@ TEST(DpEventTest, ValidateRejectsBadParameters) {
   }
 }
 
-// The Gaussian sparse vector (line-search family's Gaussian line search): stable JSON
-// keys, exact round trip, and parameter ranges.
+// The Gaussian sparse vector (line-search family's Gaussian line search):
+// stable JSON keys, exact round trip, and parameter ranges.
 TEST(DpEventTest, GaussianSparseVectorJsonAndValidation) {
   const DpEvent e = DpEvent::GaussianSparseVector(1.5, 2.25, 15);
   EXPECT_EQ(e.kind(), DpEvent::Kind::kGaussianSparseVector);
@@ -124,6 +125,45 @@ TEST(DpEventTest, GaussianSparseVectorJsonAndValidation) {
            "\"query_noise_multiplier\":1,\"max_queries\":1.5}}",
            "{\"gaussian_sparse_vector\":{\"threshold_noise_multiplier\":1,"
            "\"query_noise_multiplier\":1,\"max_queries\":2,\"c\":1}}",
+       }) {
+    EXPECT_THAT(DpEvent::FromJson(j).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument))
+        << j;
+  }
+}
+
+// Composed exponential mechanisms (pa_subgradient's charge): stable JSON
+// keys, exact round trip, parameter ranges, strict keys.
+TEST(DpEventTest, ExponentialMechanismsJsonAndValidation) {
+  const DpEvent e = DpEvent::ExponentialMechanisms(1, 100);
+  EXPECT_EQ(e.kind(), DpEvent::Kind::kExponentialMechanisms);
+  EXPECT_EQ(e.epsilon(), 1);
+  EXPECT_EQ(e.count(), 100);
+  EXPECT_EQ(e.ToJson(),
+            "{\"exponential_mechanisms\":{\"epsilon\":1.0,\"count\":100}}");
+  ASSERT_OK_AND_ASSIGN(DpEvent back, DpEvent::FromJson(e.ToJson()));
+  EXPECT_EQ(back, e);
+  EXPECT_OK(e.Validate());
+  EXPECT_FALSE(e == DpEvent::ExponentialMechanisms(1, 99));
+  EXPECT_FALSE(e == DpEvent::ExponentialMechanisms(0.5, 100));
+  EXPECT_FALSE(e == DpEvent::Exponential(1));
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const DpEvent& bad : {DpEvent::ExponentialMechanisms(-1, 10),
+                             DpEvent::ExponentialMechanisms(nan, 10),
+                             DpEvent::ExponentialMechanisms(inf, 10),
+                             DpEvent::ExponentialMechanisms(1, 0),
+                             DpEvent::ExponentialMechanisms(1, -5),
+                             DpEvent::ExponentialMechanisms(1, 1000000001)}) {
+    EXPECT_THAT(bad.Validate(), StatusIs(absl::StatusCode::kInvalidArgument))
+        << bad.ToJson();
+  }
+  for (const char* j : {
+           "{\"exponential_mechanisms\":{\"epsilon\":1}}",
+           "{\"exponential_mechanisms\":{\"epsilon\":1,\"count\":2.5}}",
+           "{\"exponential_mechanisms\":{\"epsilon\":1,\"count\":0}}",
+           "{\"exponential_mechanisms\":{\"epsilon\":1,\"count\":2,"
+           "\"delta\":0}}",
        }) {
     EXPECT_THAT(DpEvent::FromJson(j).status(),
                 StatusIs(absl::StatusCode::kInvalidArgument))

@@ -364,6 +364,61 @@ TEST(RelationTest, LinfOffsetsStandsAlone) {
   }
 }
 
+// pa_subgradient's charge, ExponentialMechanisms(1, 100), on a max-affine
+// dataset: basic composition charges exactly epsilon 1 (pure), the RDP filter
+// its zCDP curve alpha / 800, shown at the dataset's delta by the conversion
+// the accountant uses (minimum at alpha = 63, written out here).
+TEST(RelationTest, ExponentialMechanismsUnderEachFilter) {
+  const DpEvent e = DpEvent::ExponentialMechanisms(1, 100);
+  auto basic = MakeFilter(3.0, 0, FilterKind::kBasic, Relation::kLinfOffsets);
+  ASSERT_OK_AND_ASSIGN(PricedCharge b, basic->Price(e, AccountantKind::kRdp,
+                                                    Relation::kLinfOffsets));
+  EXPECT_EQ(b.epsilon, 1);
+  EXPECT_EQ(b.delta, 0);
+  std::vector<std::string> blobs;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_OK(basic->Admit(blobs, b.cost_blob));
+    blobs.push_back(b.cost_blob);
+  }
+  EXPECT_THAT(basic->Admit(blobs, b.cost_blob),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+
+  auto rdp = MakeFilter(1.0, 1e-6, FilterKind::kRdp, Relation::kLinfOffsets);
+  ASSERT_OK_AND_ASSIGN(PricedCharge r, rdp->Price(e, AccountantKind::kRdp,
+                                                  Relation::kLinfOffsets));
+  const double a = 63;
+  const double hand =
+      a / 800 + std::log1p(-1 / a) - std::log(1e-6 * a) / (a - 1);  // 0.21876
+  EXPECT_GE(r.epsilon, hand);  // rounded up to 1e-12
+  EXPECT_NEAR(r.epsilon, hand, 2e-12);
+  EXPECT_LT(r.epsilon, 1);
+  EXPECT_EQ(r.delta, 1e-6);
+  // Budget (1, 1e-6): a pure epsilon-1 charge fills it, while 13 of these
+  // fit: at alpha = 28 the order's budget is
+  // 1 - log(1 - 1/28) + log(1e-6 / 157 * 28) / 27 = 0.46083 (157 orders with
+  // inf), 13.17 charges of 28 / 800.
+  ASSERT_OK_AND_ASSIGN(
+      PricedCharge pure,
+      rdp->Price(DpEvent::EpsilonDelta(1, 0), AccountantKind::kRdp,
+                 Relation::kLinfOffsets));
+  EXPECT_OK(rdp->Admit({}, pure.cost_blob));
+  EXPECT_THAT(rdp->Admit({pure.cost_blob}, pure.cost_blob),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  blobs.clear();
+  for (int i = 0; i < 13; ++i) {
+    EXPECT_OK(rdp->Admit(blobs, r.cost_blob)) << i;
+    blobs.push_back(r.cost_blob);
+  }
+  EXPECT_THAT(rdp->Admit(blobs, r.cost_blob),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  // The PLD accountant's display (the shares' randomized-response pairs
+  // composed) is sound and never above the pure epsilon.
+  ASSERT_OK_AND_ASSIGN(PricedCharge p, rdp->Price(e, AccountantKind::kPld,
+                                                  Relation::kLinfOffsets));
+  EXPECT_LE(p.epsilon, 1);
+  EXPECT_EQ(p.accountant, "pld");
+}
+
 TEST(RelationTest, Names) {
   EXPECT_EQ(RelationName(Relation::kReplaceOne), "replace_one");
   EXPECT_EQ(RelationName(Relation::kLinfOffsets), "linf_offsets");

@@ -161,6 +161,78 @@ TEST(RdpTest, PureDpIsRandomizedResponseCurve) {
   EXPECT_EQ(r.optimal_order, kInf);
 }
 
+// k exponential mechanisms at eps / k each: (eps^2 / (8 k))-zCDP (Cesar &
+// Rogers 2021), so eps(alpha) = alpha eps^2 / (8 k), capped per order by the
+// pure-DP curves of the whole (RdpPureDp(eps)) and of the shares
+// (k RdpPureDp(eps / k)); eps at alpha = inf.
+TEST(RdpTest, ExponentialMechanismsAreZcdpCappedByPureDp) {
+  const DpEvent e = DpEvent::ExponentialMechanisms(1, 100);
+  const std::vector<double> orders = {2, 10, 64, 1024, kInf};
+  ASSERT_OK_AND_ASSIGN(std::vector<double> rdp, ComputeRdp(e, orders));
+  // Hand values: alpha / 800 where it is the smallest.
+  EXPECT_DOUBLE_EQ(rdp[0], 0.0025);
+  EXPECT_DOUBLE_EQ(rdp[1], 0.0125);
+  EXPECT_DOUBLE_EQ(rdp[2], 0.08);
+  // At alpha = 1024, 1024 / 800 = 1.28 is above both pure-DP curves
+  // (0.99969 for the whole, 0.93273 for the 100 shares): the min is taken.
+  EXPECT_GT(1024.0 / 800, RdpPureDp(1, 1024));
+  EXPECT_NEAR(RdpPureDp(1, 1024), 0.9996937813416245, 1e-12);
+  EXPECT_NEAR(rdp[3], 100 * RdpPureDp(0.01, 1024), 1e-15);
+  EXPECT_NEAR(rdp[3], 0.9327312141525284, 1e-12);
+  EXPECT_EQ(rdp[4], 1);
+  // Never above the pure eps-DP event's curve (what the job was charged
+  // before), at every default order.
+  std::vector<double> all = DefaultRdpOrders();
+  all.push_back(kInf);
+  ASSERT_OK_AND_ASSIGN(std::vector<double> em, ComputeRdp(e, all));
+  ASSERT_OK_AND_ASSIGN(std::vector<double> pure,
+                       ComputeRdp(DpEvent::EpsilonDelta(1, 0), all));
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_LE(em[i], pure[i]) << all[i];
+    EXPECT_LE(em[i], all[i] / 800 + 1e-18) << all[i];
+  }
+  // One mechanism: eps^2 / 8 at small orders (4x below the pure eps^2 / 2).
+  ASSERT_OK_AND_ASSIGN(std::vector<double> one,
+                       ComputeRdp(DpEvent::ExponentialMechanisms(0.1, 1),
+                                  std::vector<double>{2}));
+  EXPECT_DOUBLE_EQ(one[0], 2 * 0.01 / 8);
+  // Zero epsilon costs nothing.
+  ASSERT_OK_AND_ASSIGN(std::vector<double> zero,
+                       ComputeRdp(DpEvent::ExponentialMechanisms(0, 7), all));
+  for (double v : zero) EXPECT_EQ(v, 0);
+}
+
+// The (epsilon, delta) conversion of eps = 1, k = 100 at delta = 1e-6, by
+// hand with the conversion RdpToEpsilon uses (Balle et al. 2020, Prop. 12):
+// eps(delta) = min over the default orders and inf of
+//   r(alpha) + log(1 - 1/alpha) - log(delta alpha) / (alpha - 1),
+// r(alpha) = alpha / 800 here; the minimum is at alpha = 63.
+TEST(RdpTest, ExponentialMechanismsConvertBelowTheirPureEpsilon) {
+  const DpEvent e = DpEvent::ExponentialMechanisms(1, 100);
+  ASSERT_OK_AND_ASSIGN(EpsilonResult r,
+                       ComputeEpsilon(e, 1e-6, AccountantKind::kRdp));
+  const double a = 63;
+  const double hand =
+      a / 800 + std::log1p(-1 / a) - std::log(1e-6 * a) / (a - 1);
+  EXPECT_EQ(r.optimal_order, 63);
+  EXPECT_NEAR(r.epsilon, hand, 1e-12);
+  EXPECT_NEAR(r.epsilon, 0.21875572045311925, 1e-12);
+  // Whereas the pure event converts to its epsilon (order inf).
+  ASSERT_OK_AND_ASSIGN(
+      EpsilonResult p,
+      ComputeEpsilon(DpEvent::EpsilonDelta(1, 0), 1e-6, AccountantKind::kRdp));
+  EXPECT_EQ(p.epsilon, 1);
+  // Pure DP (delta 0): only order inf certifies, and it gives epsilon.
+  ASSERT_OK_AND_ASSIGN(EpsilonResult z,
+                       ComputeEpsilon(e, 0, AccountantKind::kRdp));
+  EXPECT_EQ(z.epsilon, 1);
+  // The PLD accountant composes the 100 pure shares: sound, at most 1.
+  ASSERT_OK_AND_ASSIGN(EpsilonResult pld,
+                       ComputeEpsilon(e, 1e-6, AccountantKind::kPld));
+  EXPECT_LE(pld.epsilon, 1 + 1e-9);
+  EXPECT_GT(pld.epsilon, 0);
+}
+
 TEST(RdpTest, DiscreteGaussianIsZcdp) {
   // sigma ~ 2^20 grid units: tau underflows to exactly 0.
   EXPECT_EQ(DiscreteGaussianTau(1048576), 0);

@@ -246,6 +246,22 @@ for t in pa_perturb_problem pa_perturb_solution pa_exponential pa_subgradient; d
 done
 [[ "$(dp ledger max-affine --json | json "['budget'].get('charges', 0)")" == "0" ]] ||
   fail "piecewise-affine family estimates charged"
+# Under an RDP filter pa_subgradient's selections are charged through zCDP:
+# the estimate shows the job's pure epsilon and the lower charge.
+dp dataset import max-affine-rdp "$ex/data/max_affine.csv" --format=csv --dimension=5 \
+  --header --polytope="$ex/data/max_affine_polytope.json" --b-max=1 --epsilon-budget=3 \
+  --delta-budget=1e-6 --budget-filter=rdp
+python3 -c "import json,sys; s=json.load(open(sys.argv[1])); s['dataset']='max-affine-rdp'; \
+json.dump(s, open(sys.argv[2], 'w'))" "$ex/pa_subgradient.json" "$work/pa_rdp.json"
+dp job estimate "$work/pa_rdp.json" | tee "$work/pa_rdp.out"
+grep -q "guarantee  pure epsilon 0.5 (delta 0)" "$work/pa_rdp.out" ||
+  fail "pa_subgradient estimate under RDP does not show its pure epsilon"
+dp job estimate "$work/pa_rdp.json" --json >"$work/pa_rdp.json.out"
+python3 - "$work/pa_rdp.json.out" <<'PY' || fail "pa_subgradient not charged below its epsilon under RDP"
+import json, sys
+c = json.load(open(sys.argv[1]))["cost"]
+assert c["guarantee_epsilon"] == 0.5 and c["epsilon"] < 0.5 and c["delta"] == 1e-6, c
+PY
 dp job submit "$ex/pa_subgradient.json" --wait >/dev/null
 dp job submit "$ex/pa_exponential.json" --wait >/dev/null
 dp job submit "$ex/pa_solve.json" --wait >/dev/null

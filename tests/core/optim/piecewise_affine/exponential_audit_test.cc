@@ -21,6 +21,8 @@
 #include "core/optim/piecewise_affine/lp.h"
 #include "core/optim/piecewise_affine/mechanisms.h"
 #include "core/optim/piecewise_affine/scores.h"
+#include "core/privacy/accountant.h"
+#include "core/privacy/dp_event.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/status_matchers.h"
@@ -427,6 +429,45 @@ TEST(PiecewiseAffineAudit, PrivateSubgradientSelection) {
       44);
   EXPECT_LE(r.epsilon_lower_bound, eps);
   EXPECT_GT(r.epsilon_lower_bound, 0.3 * eps);
+}
+
+// Algorithm 2 with k = 20 steps at eps = 1 in total, audited against its
+// charge under an RDP filter at delta = 1e-6 (the k selections priced as
+// exponential mechanisms, eps^2 / (8 k)-zCDP): a lower (epsilon, 1e-6) bound
+// from how often piece 0 is chosen when it goes up by b_max and the others
+// down must not exceed that charge, which is below the job's pure eps.
+TEST(PiecewiseAffineAudit, SubgradientAgainstItsRdpCharge) {
+  Instance in = GaussianInstance(4, 2, 1.0, 45);
+  Eigen::VectorXd b2 = in.b.array() - 1.0;
+  b2[0] += 2.0;
+  Instance other = MakeInstance(in.a, b2, Cube(2, 1.0));
+  const double eps = 1.0;
+  const int64_t k = 20;
+  ASSERT_OK_AND_ASSIGN(
+      privacy::EpsilonResult charged,
+      privacy::ComputeEpsilon(privacy::DpEvent::ExponentialMechanisms(eps, k),
+                              1e-6, privacy::AccountantKind::kRdp));
+  EXPECT_LT(charged.epsilon, 0.7 * eps);
+  SubgradientOptions o;
+  o.iterations = k;
+  SeededRandomForTesting rng(46);
+  audit::AuditOptions ao;
+  ao.selection_trials = 2000;
+  ao.evaluation_trials = 20000;
+  ao.delta = 1e-6;
+  auto r = audit::AuditScalarMechanism(
+      [&](bool neighbour, noise::RandomSource& g) -> absl::StatusOr<double> {
+        const Instance& use = neighbour ? other : in;
+        ASSIGN_OR_RETURN(
+            SubgradientTrace t,
+            RunSubgradient(use.info, use.data, o, true,
+                           eps / static_cast<double>(k), &g, nullptr));
+        return static_cast<double>(
+            std::count(t.indices.begin(), t.indices.end(), 0));
+      },
+      ao, rng);
+  ASSERT_OK(r.status());
+  EXPECT_LE(r->epsilon_lower_bound, charged.epsilon);
 }
 
 TEST(PiecewiseAffineAudit, Exponential) {
