@@ -25,7 +25,8 @@ function(dpopt_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} dpopt_test_support
                         GTest::gmock GTest::gtest_main)
-  target_compile_options(${name} PRIVATE ${DPOPT_WARNINGS})
+  target_compile_options(${name} PRIVATE ${DPOPT_WARNINGS}
+                         ${DPOPT_TEST_COMPILE_OPTIONS})
   add_test(NAME ${name} COMMAND ${name})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)

@@ -10,6 +10,8 @@ if [[ "$(id -u)" != "0" ]]; then SUDO="sudo"; fi
 packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config git ca-certificates
+  # lld: links the test binaries about 5x faster than bfd (CMakeLists.txt)
+  lld
   # libraries (see docs/architecture.md, "Dependencies")
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev libsqlite3-dev libgtest-dev libgmock-dev

@@ -238,7 +238,9 @@ TEST(DdaEngineTest, ConservationFrozenInactiveAndStreamingAverage) {
           dz += node.z() - prev_z[i];
           if (!active[i]) {
             EXPECT_EQ(node.z(), prev_z[i]);  // bitwise
-            if (literal) EXPECT_EQ(node.x(), prev_x[i]);
+            if (literal) {
+              EXPECT_EQ(node.x(), prev_x[i]);
+            }
           }
           sum[i] += schedule.a(t + 1) * node.x();
           prev_z[i] = node.z();
@@ -276,7 +278,9 @@ TEST(DdaNodeTest, DirectionsAreClipped) {
   for (int k = 0; k < 500; ++k) {
     ASSERT_OK(node.ComputeMessage(1, &msg));
     EXPECT_LE(node.last_zeta().norm(), 0.5 * (1 + 1e-12));
-    if (k > 0) EXPECT_LE((node.last_zeta() - prev).norm(), 1.0 * (1 + 1e-12));
+    if (k > 0) {
+      EXPECT_LE((node.last_zeta() - prev).norm(), 1.0 * (1 + 1e-12));
+    }
     prev = node.last_zeta();
   }
 }

@@ -105,7 +105,9 @@ TEST(GossipTest, EverySampledMatrixIsDoublyStochasticAndLocal) {
           ASSERT_TRUE(is_active[i] && is_active[j]);
           ASSERT_TRUE(graph.adjacent(i, j));
         }
-        if (!is_active[i]) ASSERT_EQ(w(i, i), 1);
+        if (!is_active[i]) {
+          ASSERT_EQ(w(i, i), 1);
+        }
       }
     }
   }
