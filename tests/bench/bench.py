@@ -10,7 +10,9 @@ Benchmark suite first). This script:
   3. runs jobs through the server and reads their server-side run time
      (started_at to finished_at): DP-SGD and DP-GD on a9a, non-private GD on
      the public copy, DP-SGD with expected batch 1000 on each dense size;
-  4. measures budget queries per second from a loopback client;
+  4. measures budget queries per second from a loopback client, and small
+     jobs: submit-to-result latency from one client, jobs per second from
+     eight client processes (tests/bench/small_jobs.py);
   5. runs the PyTorch peer (tests/bench/torch_peer.py) on the same data and
      batch sizes, DP (Opacus-style) and non-private;
   6. writes docs/performance.md (table, machine, commit, date) and the plot
@@ -206,6 +208,48 @@ def cli_import(build, server, name, path, dim, detail=None):
     return float(wall), int(rss_kb) / 1024, server.peak_rss_mb() if reset else float("nan")
 
 
+def small_jobs(build, server, csv, data_dir, jobs, clients, jobs_each):
+    """Submit-to-result latency of small jobs from one client process, and
+    jobs per second from `clients` processes at once (tests/bench/small_jobs.py)."""
+    small = os.path.join(data_dir, "dense2000.csv")
+    if not os.path.exists(small):
+        with open(csv) as f, open(small + ".tmp", "w") as out:
+            for _, line in zip(range(2000), f):
+                out.write(line)
+        os.replace(small + ".tmp", small)
+    cmd = ["/usr/bin/time", "-f", "%e", os.path.join(build, "client", "dpopt"),
+           "dataset", "import", "dense2000", small, "--format=csv", "--dimension=100",
+           "--epsilon-budget=100000", "--delta-budget=0.01", f"--server={server.address}"]
+    env = dict(os.environ, DPOPT_TOKEN=server.token)
+    subprocess.run(cmd, env=env, check=True, capture_output=True)
+
+    def run(n):
+        return subprocess.Popen(
+            ["/usr/bin/python3", os.path.join(HERE, "small_jobs.py"), "--build-dir", build,
+             "--server", server.address, "--dataset", "dense2000", "--jobs", str(n)],
+            env=env, stdout=subprocess.PIPE, text=True)
+
+    def collect(proc):
+        out, _ = proc.communicate(timeout=1800)
+        if proc.returncode != 0:
+            raise RuntimeError("small_jobs.py failed")
+        return json.loads(out.strip().splitlines()[-1])
+
+    one = collect(run(jobs))
+    lat = sorted(one["seconds"])
+    start = time.perf_counter()
+    procs = [run(jobs_each) for _ in range(clients)]
+    many = [collect(p) for p in procs]
+    wall = time.perf_counter() - start
+    # Throughput over the window in which all clients were submitting: each
+    # process's own timed wall (after its warm-up jobs), the longest counts.
+    busy = max(m["wall"] for m in many)
+    return {"jobs": jobs, "p50": lat[len(lat) // 2],
+            "p90": lat[min(len(lat) - 1, int(0.9 * len(lat)))],
+            "clients": clients, "jobs_each": jobs_each,
+            "jobs_per_second": clients * jobs_each / busy, "wall_with_startup": wall}
+
+
 def budget_qps(server, seconds, in_flight=64):
     import grpc
     from dpopt.v1 import dpopt_pb2, dpopt_pb2_grpc
@@ -347,6 +391,9 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     a9a = os.path.join(REPO, "data", "adult", "a9a")
     results = {"smoke": smoke, "machine_before": machine()}
+    with open(a9a) as f:
+        lines = [len(line.split()) - 1 for line in f if line.strip()]
+    results["a9a_nonzeros_per_row"] = sum(lines) / len(lines)
     # Contention: CPU used by processes other than this run's while it ran
     # (the load average counts the benchmark itself), and the load average
     # bench.sh saw before it started anything.
@@ -451,6 +498,11 @@ def main():
                                             runs[1:] or runs) / steps_dense}
         log("budget queries")
         results["budget_qps"] = budget_qps(server, 1.0 if smoke else 5.0)
+        log("small jobs (10-step dp_gd on 2,000 rows), 1 client, then 8 at once")
+        results["small_jobs"] = small_jobs(build, server, csvs[sizes[0]], data_dir,
+                                           jobs=3 if smoke else 100,
+                                           clients=2 if smoke else 8,
+                                           jobs_each=3 if smoke else 40)
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -518,6 +570,21 @@ def write_report(r, out, gb_context):
     def row(figure, ours, peer, ratio, target):
         rows.append(f"| {figure} | {ours} | {peer} | {ratio} | {target} |")
 
+    def gp(prefix, key="seconds"):
+        # A benchmark by name, with or without Google Benchmark's suffixes
+        # (/real_time, ...).
+        for name, v in gb.items():
+            if name == prefix or name.startswith(prefix + "/"):
+                return v.get(key)
+        return None
+
+    floor_rows = []
+
+    def floor_row(figure, ours, floor, floor_what, target):
+        ratio = f"**{ours / floor:.2f}x**" if ours and floor else "-"
+        floor_rows.append(f"| {figure} | {fmt_time(ours)} | {fmt_time(floor)} ({floor_what}) "
+                          f"| {ratio} | {target} |")
+
     sgd = r["dpsgd_a9a"]
     epoch = sgd["step_seconds"] / 0.01
     peer = r["peer_dp_a9a"]
@@ -575,6 +642,41 @@ def write_report(r, out, gb_context):
             ">= 300 M/s")
     row("budget queries (GetBudget) from a loopback Python client, 64 in flight",
         f"**{r['budget_qps']:.0f}/s**", "-", "-", ">= 2,000/s")
+
+    # Every figure against this machine's floor for the same work, measured
+    # in the same run (dpopt_bench's BM_Floor* probes: plain loops over plain
+    # arrays, no dpopt code).
+    big_step = r["dense"][big]["step_seconds"]
+    floor_row(f"DP-SGD step, {int(big):,} x 100, batch 1000 (server run time / steps)",
+              big_step, gp(f"BM_FloorGather/{big}/1000"),
+              "gather of 1000 random rows of a row-major array, two passes, one exp per row",
+              "<= 1.2x")
+    madds = gp("BM_FloorMultiplyAdds", "items_per_second")
+    draw = gp("BM_RoundedGaussian/1048576")
+    nnz = r.get("a9a_nonzeros_per_row")
+    if madds and draw and nnz:
+        a9a_floor = 2 * 0.01 * 32561 * nnz / madds + 123 * draw
+        floor_row("DP-SGD step on a9a, q = 0.01 (server run time / steps)",
+                  sgd["step_seconds"], a9a_floor,
+                  f"2 x {0.01 * 32561 * nnz:,.0f} multiply-adds at {madds / 1e9:.2f} G/s "
+                  f"+ 123 exact Gaussian draws at {1e-6 / draw:.0f} M/s", "<= 3x")
+    for t in (1, 2):
+        floor_row(f"full-batch DP-GD step, {int(big):,} x 100, {t} thread(s) (gbench)",
+                  gp(f"BM_DpGdStepThreads/{big}/{t}"), gp(f"BM_FloorStream/{big}/{t}"),
+                  f"one streaming pass over the values, {t} thread(s)", "-")
+    one_t, two_t = gp(f"BM_DpGdStepThreads/{big}/1"), gp(f"BM_DpGdStepThreads/{big}/2")
+    if one_t and two_t:
+        floor_rows.append(f"| same, speed-up from 1 to 2 threads | **{one_t / two_t:.2f}x** | "
+                          f"{gp(f'BM_FloorStream/{big}/1') / gp(f'BM_FloorStream/{big}/2'):.2f}x "
+                          f"(streaming floor) | - | >= 1.8x |")
+    sj = r.get("small_jobs")
+    if sj:
+        floor_row(f"small job submit to result, p50 of {sj['jobs']} (10-step dp_gd on 2,000 "
+                  "rows, one Python client)", sj["p50"], gp("BM_FloorDurableCommit"),
+                  "one durable SQLite commit", "<= 3 ms")
+        floor_rows.append(f"| same, p90 | {fmt_time(sj['p90'])} | - | - | - |")
+        floor_rows.append(f"| small jobs from {sj['clients']} client processes at once | "
+                          f"**{sj['jobs_per_second']:.0f} jobs/s** | - | - | >= 500/s |")
 
     # Plot: step time against dataset size, batch 1000.
     sizes = sorted(int(n) for n in r["dense"])
@@ -671,6 +773,17 @@ target for each figure.
 | figure | dpopt | peer / reference | ratio | target |
 |---|---|---|---|---|
 {chr(10).join(rows)}
+
+## Against this machine's floor
+
+The floor of each figure is the same work done by a plain loop over plain arrays on this
+machine, measured in the same run (`dpopt_bench`'s `BM_Floor*` benchmarks): the
+ratio says how much of the machine's speed dpopt leaves unused, independently of
+any peer.
+
+| figure | dpopt | floor (what it does) | ratio | target |
+|---|---|---|---|---|
+{chr(10).join(floor_rows)}
 
 ## Step time against dataset size
 

@@ -12,6 +12,9 @@
 // DPOPT_BENCH_THREADS (default ParallelOptions::DefaultThreads()) sets the
 // threads of the kernels (SetParallelOptions).
 #include <benchmark/benchmark.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -23,6 +26,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -480,6 +484,205 @@ void BM_ExactGradientStep(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_ExactGradientStep)->Arg(0)->Unit(benchmark::kMicrosecond);
+
+// ------------------------------------------------------------------ floors
+// What this machine can do at best for the work of a step, measured in the
+// same run as the steps (docs/performance.md reports each step as a ratio
+// to its floor). Plain loops over plain arrays: no dpopt code.
+
+// A row-major copy of the dense dataset (n x 100), as a floor can read it:
+// one contiguous row per sampled example.
+const std::vector<double>& RowMajorDense(int64_t n) {
+  static std::map<int64_t, std::vector<double>>* const kCache =
+      new std::map<int64_t, std::vector<double>>();
+  auto it = kCache->find(n);
+  if (it != kCache->end()) return it->second;
+  const Dataset* d = Dense(n);
+  std::vector<double> rows(static_cast<size_t>(n) * 100);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int j = 0; j < 100; ++j) rows[i * 100 + j] = d->dense()(i, j);
+  }
+  return kCache->emplace(n, std::move(rows)).first->second;
+}
+
+// The gather floor of a DP-SGD step: `batch` random rows of a row-major
+// n x 100 array (far larger than the last-level cache at n = 1e6: 800 MB),
+// each read twice (the margin, then the clipped gradient's multiply-adds
+// into the sum), four partial sums and one exp per row. Args: n, batch.
+void BM_FloorGather(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  if (n > MaxRows()) return state.SkipWithError("dataset unavailable");
+  const int64_t batch = state.range(1);
+  const std::vector<double>& x = RowMajorDense(n);
+  const Dataset* d = Dense(n);
+  const GradientBatches batches(*d, batch);
+  std::vector<double> w(100, 0.01), sum(100);
+  int b = 0;
+  for (auto _ : state) {
+    std::fill(sum.begin(), sum.end(), 0.0);
+    for (const int64_t r : batches.rows[b]) {
+      const double* row = &x[r * 100];
+      double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (int j = 0; j < 100; j += 4) {
+        s0 += row[j] * w[j];
+        s1 += row[j + 1] * w[j + 1];
+        s2 += row[j + 2] * w[j + 2];
+        s3 += row[j + 3] * w[j + 3];
+      }
+      const double margin = d->labels()[r] * ((s0 + s1) + (s2 + s3));
+      const double c = -d->labels()[r] / (1 + std::exp(margin));
+      for (int j = 0; j < 100; ++j) sum[j] += c * row[j];
+    }
+    b = (b + 1) % GradientBatches::kBatches;
+    benchmark::DoNotOptimize(sum.data());
+  }
+  state.SetLabel(
+      absl::StrFormat("%d random rows of a row-major %d x 100", batch, n));
+  state.SetItemsProcessed(state.iterations() * batch);
+}
+BENCHMARK(BM_FloorGather)
+    ->Args({10'000, 1000})
+    ->Args({1'000'000, 1000})
+    ->Unit(benchmark::kMicrosecond);
+
+// The streaming floor of a full-batch step: one pass summing every value of
+// the n x 100 dense dataset (as the server holds it), split into `threads`
+// contiguous parts, each on its own thread. Args: n, threads.
+void BM_FloorStream(benchmark::State& state) {
+  const Dataset* d = DataFor(state.range(0));
+  if (d == nullptr) return state.SkipWithError("dataset unavailable");
+  const int threads = static_cast<int>(state.range(1));
+  const double* values = d->dense().data();
+  const int64_t count = d->dense().size();
+  std::vector<double> partial(threads);
+  auto part = [&](int t) {
+    const int64_t begin = count * t / threads, end = count * (t + 1) / threads;
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t i = begin;
+    for (; i + 4 <= end; i += 4) {
+      s0 += values[i];
+      s1 += values[i + 1];
+      s2 += values[i + 2];
+      s3 += values[i + 3];
+    }
+    for (; i < end; ++i) s0 += values[i];
+    partial[t] = (s0 + s1) + (s2 + s3);
+  };
+  for (auto _ : state) {
+    std::vector<std::thread> workers;
+    for (int t = 1; t < threads; ++t) workers.emplace_back(part, t);
+    part(0);
+    for (std::thread& worker : workers) worker.join();
+    benchmark::DoNotOptimize(partial.data());
+  }
+  state.SetLabel(
+      absl::StrFormat("%s, %d thread(s)", DataLabel(state.range(0)), threads));
+  state.SetBytesProcessed(state.iterations() * count *
+                          static_cast<int64_t>(sizeof(double)));
+}
+BENCHMARK(BM_FloorStream)
+    ->Args({10'000, 1})
+    ->Args({10'000, 2})
+    ->Args({1'000'000, 1})
+    ->Args({1'000'000, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The arithmetic floor: multiply-adds per second on data in the L1 cache
+// (a 128-value row against the model, four partial sums), the rate a
+// kernel reaches when memory is not the limit. Items: multiply-adds.
+void BM_FloorMultiplyAdds(benchmark::State& state) {
+  std::vector<double> row(128), w(128, 0.01);
+  for (int j = 0; j < 128; ++j) row[j] = 0.5 + j * 1e-3;
+  for (auto _ : state) {
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int j = 0; j < 128; j += 4) {
+      s0 += row[j] * w[j];
+      s1 += row[j + 1] * w[j + 1];
+      s2 += row[j + 2] * w[j + 2];
+      s3 += row[j + 3] * w[j + 3];
+    }
+    const double s = (s0 + s1) + (s2 + s3);
+    benchmark::DoNotOptimize(s);
+    row[0] += s * 1e-300;  // a dependency: the loop is not hoisted
+  }
+  state.SetItemsProcessed(state.iterations() * 128);
+}
+BENCHMARK(BM_FloorMultiplyAdds);
+
+// The durable-commit floor: one small INSERT in its own transaction on a
+// SQLite database in WAL mode with synchronous=FULL (what the ledger's
+// charge pays), in a temporary directory next to the working directory.
+void BM_FloorDurableCommit(benchmark::State& state) {
+  char dir[] = "dpopt-bench-commit-XXXXXX";
+  if (mkdtemp(dir) == nullptr) return state.SkipWithError("mkdtemp");
+  const std::string path = std::string(dir) + "/floor.db";
+  sqlite3* db = nullptr;
+  bool ok = sqlite3_open(path.c_str(), &db) == SQLITE_OK &&
+            sqlite3_exec(db,
+                         "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                         "CREATE TABLE t(k INTEGER PRIMARY KEY, v REAL);",
+                         nullptr, nullptr, nullptr) == SQLITE_OK;
+  sqlite3_stmt* insert = nullptr;
+  ok = ok && sqlite3_prepare_v2(db, "INSERT INTO t(v) VALUES (?1)", -1, &insert,
+                                nullptr) == SQLITE_OK;
+  for (auto _ : state) {
+    if (!ok) break;
+    sqlite3_bind_double(insert, 1, 0.5);
+    ok = sqlite3_step(insert) == SQLITE_DONE &&
+         sqlite3_reset(insert) == SQLITE_OK;
+  }
+  sqlite3_finalize(insert);
+  sqlite3_close(db);
+  std::remove((path + "-wal").c_str());
+  std::remove((path + "-shm").c_str());
+  std::remove(path.c_str());
+  rmdir(dir);
+  if (!ok) return state.SkipWithError("sqlite");
+  state.SetLabel("SQLite WAL, synchronous=FULL, one INSERT per commit");
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_FloorDurableCommit)->Unit(benchmark::kMicrosecond);
+
+// The DP-GD step on the dense dataset at 1 and 2 kernel threads (the
+// kernels' fixed-order sums give identical results for any thread count).
+// Args: n, threads.
+void BM_DpGdStepThreads(benchmark::State& state) {
+  const Dataset* data = DataFor(state.range(0));
+  if (data == nullptr) return state.SkipWithError("dataset unavailable");
+  const optim::ParallelOptions previous = optim::GetParallelOptions();
+  optim::ParallelOptions parallel;
+  parallel.threads = static_cast<int>(state.range(1));
+  if (!optim::SetParallelOptions(parallel).ok()) {
+    return state.SkipWithError("threads");
+  }
+  state.SetLabel(absl::StrFormat("%s DP-GD, %d thread(s)",
+                                 DataLabel(state.range(0)), parallel.threads));
+  auto objective = Logistic(*data);
+  auto rng = Secure();
+  const optim::GaussianGradientQuery query{1.0, 1.0, 1.0};
+  auto event = optim::GaussianGradientEvent(query, objective->parameter_size());
+  if (!event.ok()) return state.SkipWithError("bad query");
+  optim::PlannedReleases budget;
+  budget.Allow(*event, int64_t{1} << 40);
+  auto oracle = optim::PrivateGradientOracle::Create(
+      *data, *objective, data->rows(), *rng, optim::SecureNoise(), budget);
+  if (!oracle.ok()) return state.SkipWithError("oracle");
+  Eigen::VectorXd w = Eigen::VectorXd::Zero(objective->parameter_size());
+  Eigen::VectorXd g;
+  for (auto _ : state) {
+    if (!(*oracle)->GaussianGradient(query, w, &g).ok()) std::abort();
+    w -= 0.1 * g;
+  }
+  optim::SetParallelOptions(previous).IgnoreError();
+}
+BENCHMARK(BM_DpGdStepThreads)
+    ->Args({10'000, 1})
+    ->Args({10'000, 2})
+    ->Args({1'000'000, 1})
+    ->Args({1'000'000, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // ---------------------------------------------------------------- import
 // The import's parsing (storage::DatasetParser) on CSV as the import
