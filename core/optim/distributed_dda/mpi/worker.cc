@@ -175,7 +175,7 @@ absl::Status RunRank(int rank, int size, const WorkerHooks& hooks) {
   for (int i = 0; i < job.nodes; ++i) {
     if (placement.Owner(i) != rank) continue;
     ASSIGN_OR_RETURN(Dataset shard, DecodeShard(mine[i]));
-    mine[i].clear();
+    std::string().swap(mine[i]);  // frees the bytes for the run
     RETURN_IF_ERROR(objective->CheckDataset(shard));
     ASSIGN_OR_RETURN(std::unique_ptr<noise::RandomSource> rng,
                      hooks.node_random(i));
