@@ -3,7 +3,9 @@
 # runs the Google Benchmark suite (tests/bench/dpopt_bench.cc: samplers,
 # accountants, kernels, steps), then tests/bench/bench.py: end-to-end jobs
 # through dpopt-server (DP-SGD and DP-GD on a9a, DP-SGD on generated dense
-# datasets of 1e4..1e6 rows, CLI import of the 1M x 100 CSV, budget queries)
+# datasets of 1e4..1e6 rows, CLI import of the 1M x 100 CSV, consecutive
+# pa_exponential jobs by job worker, budget queries), the server's memory for
+# an MPI dp_dda job stream (tests/bench/dda_stream_memory)
 # and the PyTorch peer (tests/bench/torch_peer.py), and writes
 # docs/performance.md, docs/performance.json and docs/performance-steps.png.
 #
@@ -45,6 +47,10 @@ else
   echo "== building Release into $build"
   BUILD_DIR="$build" BUILD_TYPE=Release JOBS="${JOBS:-2}" "$repo/scripts/build.sh" \
     dpopt-server dpopt dpopt_bench dpopt_python
+  # The MPI job-stream memory tool, when Open MPI was found at configure time.
+  if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^dda_stream_memory:'; then
+    ninja -C "$build" -j"${JOBS:-2}" dda_stream_memory dpopt-dda-worker-testing
+  fi
   # Medians of 5 repetitions run in random order across benchmarks: single
   # runs on a shared 2-core VM vary by 30%, and the VM drifts over minutes, so
   # benchmarks compared with each other (the DP-GD and GD kernels) must be

@@ -9,7 +9,9 @@ Benchmark suite first). This script:
      processes) plus its 1e4 and 1e5-row prefixes;
   3. runs jobs through the server and reads their server-side run time
      (started_at to finished_at): DP-SGD and DP-GD on a9a, non-private GD on
-     the public copy, DP-SGD with expected batch 1000 on each dense size;
+     the public copy, DP-SGD with expected batch 1000 on each dense size,
+     and consecutive pa_exponential jobs (run time by position, i.e. by job
+     worker);
   4. measures budget queries per second from a loopback client, and small
      jobs: submit-to-result latency from one client, jobs per second from
      eight client processes (tests/bench/small_jobs.py);
@@ -143,6 +145,60 @@ def write_csv(path_npy, rows, path_csv):
         for start in range(0, rows, 50000):
             np.savetxt(f, arr[start:min(rows, start + 50000)], fmt="%.6g", delimiter=",")
     os.replace(tmp, path_csv)
+
+
+def pa_exponential_sequence(build, server, client, jobs):
+    """Run times (s) of `jobs` consecutive pa_exponential jobs on the example
+    max-affine problem, each submitted when the one before has ended. The
+    server's two job workers then take the jobs in turn (odd positions one,
+    even positions the other), so a cost that one worker pays per job and the
+    other has cached shows as a spread between the two positions' medians."""
+    env = dict(os.environ, DPOPT_TOKEN=server.token)
+    data = os.path.join(REPO, "examples", "data")
+    r = subprocess.run(
+        [os.path.join(build, "client", "dpopt"), "dataset", "import", "max-affine-bench",
+         os.path.join(data, "max_affine.csv"), "--format=csv", "--dimension=5", "--header",
+         f"--polytope={os.path.join(data, 'max_affine_polytope.json')}", "--b-max=1",
+         "--epsilon-budget=1000", "--budget-filter=basic", f"--server={server.address}"],
+        env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"max-affine import failed: {r.stderr}")
+    runs = []
+    for k in range(jobs):
+        job = client.submit({"dataset": "max-affine-bench", "privacy": {"epsilon": 0.5},
+                             "algorithm": {"pa_exponential": {}},
+                             "label": f"bench pa_exponential #{k}"},
+                            wait=True, progress=False, timeout=600)
+        if job.state != "SUCCEEDED":
+            raise RuntimeError(f"pa_exponential #{k} ended {job.state}: {job.message}")
+        runs.append(run_seconds(job))
+    odd, even = runs[0::2], runs[1::2]
+    return {"runs": runs, "odd_median": statistics.median(odd),
+            "even_median": statistics.median(even) if even else float("nan")}
+
+
+def dda_stream_memory(build, rows, dim):
+    """Peak RSS of the server side of an MPI dp_dda job's stream
+    (tests/bench/dda_stream_memory): the one-string stream of before, the
+    chunked stream, and a real job on 2 ranks of the test-only worker.
+    None if the tool (or mpirun) is missing."""
+    tool = os.path.join(build, "tests", "bench", "dda_stream_memory")
+    worker = os.path.join(build, "tests", "core", "optim", "distributed_dda",
+                          "dpopt-dda-worker-testing")
+    if not os.path.exists(tool):
+        return None
+    out = []
+    modes = ["one-string", "streamed"]
+    if shutil.which("mpirun") and os.path.exists(worker):
+        modes.append("mpi")
+    for mode in modes:
+        cmd = [tool, mode, str(rows), str(dim)] + ([worker] if mode == "mpi" else [])
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+        if r.returncode != 0:
+            raise RuntimeError(f"dda_stream_memory {mode} failed: {r.stderr}")
+        fields = dict(kv.split("=") for kv in r.stdout.split())
+        out.append({k: (v if k == "mode" else float(v)) for k, v in fields.items()})
+    return out
 
 
 def process_cpu_seconds(pid):
@@ -496,6 +552,9 @@ def main():
                                         "runs": runs,
                                         "step_seconds": statistics.median(
                                             runs[1:] or runs) / steps_dense}
+        n_pa = 4 if smoke else 24
+        log(f"pa_exponential: {n_pa} consecutive jobs (the two job workers take turns)")
+        results["pa_sequence"] = pa_exponential_sequence(build, server, client, n_pa)
         log("budget queries")
         results["budget_qps"] = budget_qps(server, 1.0 if smoke else 5.0)
         log("small jobs (10-step dp_gd on 2,000 rows), 1 client, then 8 at once")
@@ -506,6 +565,10 @@ def main():
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+    mem_rows, mem_dim = (20000, 10) if smoke else (400000, 100)
+    log(f"MPI dp_dda job stream: server memory, {mem_rows} x {mem_dim}")
+    results["dda_stream_memory"] = dda_stream_memory(build, mem_rows, mem_dim)
 
     log("PyTorch peer on a9a")
     results["peer_dp_a9a"] = best_peer(["--libsvm", a9a, "--dimension", "123", "--q", "0.01",
@@ -640,6 +703,15 @@ def write_report(r, out, gb_context):
             f"{kernel / 1e6:.0f} M/s (getrandom)" if kernel else "-",
             f"{g('BM_SecureWords', 'items_per_second') / kernel:.1f}x" if kernel else "-",
             ">= 300 M/s")
+    pa = r.get("pa_sequence")
+    if pa:
+        slow, fast = max(pa["odd_median"], pa["even_median"]), min(pa["odd_median"],
+                                                                   pa["even_median"])
+        row(f"{len(pa['runs'])} consecutive pa_exponential jobs (example problem), median run "
+            "time at odd / even positions, i.e. on each of the two job workers "
+            f"(all runs, ms: {', '.join(f'{1e3 * x:.0f}' for x in pa['runs'])})",
+            f"{fmt_time(pa['odd_median'])} / {fmt_time(pa['even_median'])}", "-",
+            f"**{slow / fast:.2f}x**" if fast > 0 else "-", "~1x (equal workers)")
     row("budget queries (GetBudget) from a loopback Python client, 64 in flight",
         f"**{r['budget_qps']:.0f}/s**", "-", "-", ">= 2,000/s")
 
@@ -750,6 +822,21 @@ def write_report(r, out, gb_context):
                 f"Above both floors, what remains on the path is CPU that does not "
                 f"overlap: SQLite writes the WAL a 4 KiB page at a time (two pwrite calls "
                 f"per page) and the parser converts {imp['rows'] * 101:,} decimals.")
+    dda_memory_text = "Not measured (`dda_stream_memory` or mpirun missing)."
+    mem = r.get("dda_stream_memory")
+    if mem:
+        what = {"one-string": "every shard encoded, then one string (as before streaming)",
+                "streamed": "the chunked stream (4 MiB chunks), pulled as mpirun reads it",
+                "mpi": "a real 2-iteration job on 2 ranks (the server process only)"}
+        first = mem[0]
+        dda_memory_text = (
+            f"`tests/bench/dda_stream_memory`: {int(first['rows']):,} x {int(first['dim'])} "
+            f"dense rows on 8 nodes ({first['loaded_mib']:.0f} MiB resident once loaded; "
+            f"the stream is {max(m['stream_mib'] for m in mem):.0f} MiB).\n\n"
+            "| the server side of the stream | peak resident memory above the loaded "
+            "dataset |\n|---|---|\n"
+            + "\n".join(f"| {what[m['mode']]} | {m['above_loaded_mib']:.0f} MiB |"
+                        for m in mem))
     text = f"""# Performance
 
 Written by `scripts/bench.sh`{' (SMOKE MODE: tiny runs, numbers meaningless)' if r['smoke'] else ''};
@@ -800,6 +887,10 @@ O(n) (one uniform per row, as Opacus).
 ## Import: where the time goes
 
 {import_text}
+
+## MPI dp_dda: the server's memory for the job stream
+
+{dda_memory_text}
 
 ## Microbenchmarks (Google Benchmark, `dpopt_bench`{'' if r['smoke'] else '; medians of 5 repetitions run in random order'})
 

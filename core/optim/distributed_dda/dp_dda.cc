@@ -181,12 +181,14 @@ absl::StatusOr<AccountingPlan> DpDda::Plan(const PublicDatasetInfo& info,
   }
   if (options_.execution == Execution::kMpi) {
     // Everything the ranks refuse (wire.cc's 1e8-value vectors and shards,
-    // worker.cc's 2^31-byte blocks) is checked here, from public shapes,
-    // before charging. A shard has at most R rows: floor(N / n) without
-    // replacement; with Poisson assignment to uniform nodes, R = N / n +
-    // 12 sqrt(N / n) + 64, exceeded with probability below 2^-100 whatever
-    // the data (the assignment does not look at the rows). Sparse rows are
-    // bounded by their dense size, so no limit depends on private nonzeros.
+    // wire.h's kMaxShardBytes per shard) is checked here, from public
+    // shapes, before charging. A shard has at most R rows: floor(N / n)
+    // without replacement; with Poisson assignment to uniform nodes, R = N /
+    // n + 12 sqrt(N / n) + 64, exceeded with probability below 2^-100
+    // whatever the data (the assignment does not look at the rows). Sparse
+    // rows are bounded by their dense size, so no limit depends on private
+    // nonzeros. Shards travel in chunks of at most kMaxChunkBytes
+    // (wire.h), so no MPI count or pipe write depends on a shard's size.
     const double n_rows = static_cast<double>(info.rows);
     const double mean = n_rows / options_.nodes;
     const double shard_rows =
@@ -194,12 +196,11 @@ absl::StatusOr<AccountingPlan> DpDda::Plan(const PublicDatasetInfo& info,
     const double d = static_cast<double>(info.dimension);
     const double values = shard_rows * d;
     const double bytes = 64 + shard_rows * (8 + 8 + 16 * d);
-    if (!(values <= 1e8) ||
-        !(bytes <= static_cast<double>(std::numeric_limits<int>::max()))) {
+    if (!(values <= 1e8) || !(bytes <= static_cast<double>(kMaxShardBytes))) {
       return Invalid(absl::StrFormat(
           "MPI execution: a shard may hold up to %.0f rows x %d coordinates "
           "(%.3g values, %.3g bytes); the ranks accept at most 1e8 values "
-          "and 2^31 bytes per shard: use more nodes or the simulation",
+          "and 2^34 bytes per shard: use more nodes or the simulation",
           shard_rows, info.dimension, values, bytes));
     }
   }
@@ -380,15 +381,18 @@ absl::StatusOr<SolveResult> DpDda::Run(const Dataset& data,
     job.sensitivity = params.plan.l2_sensitivity;
     job.noise_multiplier = params.plan.noise_multiplier;
     job.h = params.h;
-    std::vector<std::string> encoded;
-    for (int i = 0; i < n; ++i) {
-      encoded.push_back(EncodeShard(SelectRows(data, shards[i])));
-    }
-    shards.clear();
-    std::string stream = EncodeJobStream(EncodeWorkerJob(job), encoded);
-    encoded.clear();
+    // The shards are encoded from `data` in place, a chunk at a time, as
+    // mpirun reads them: no copy of a shard and no serialised dataset.
+    const int64_t chunk =
+        mpi_chunk_bytes_ > 0
+            ? std::clamp(mpi_chunk_bytes_, kMinChunkBytes, kMaxChunkBytes)
+            : kMaxChunkBytes;
+    JobStreamWriter writer(EncodeWorkerJob(job), data, shards, chunk);
     ASSIGN_OR_RETURN(
-        r, RunOnMpi(*options_.mpi, job.ranks, stream, sink, stop_requested));
+        r, RunOnMpi(
+               *options_.mpi, job.ranks,
+               [&writer](std::string* piece) { return writer.Next(piece); },
+               sink, stop_requested));
   } else {
     ASSIGN_OR_RETURN(
         r, RunSimulation(data, shards, *objective, params, trace_every, iota,

@@ -139,6 +139,9 @@ class DpDda final : public Algorithm {
   std::unique_ptr<Graph> graph_;
   std::unique_ptr<Gossip> gossip_;
   NodeRandomFactory node_random_for_testing_;
+  // Size of the job stream's chunks under MPI; 0: wire.h's kMaxChunkBytes
+  // (tests lower it through DpDdaTestPeer).
+  int64_t mpi_chunk_bytes_ = 0;
 };
 
 absl::StatusOr<std::unique_ptr<Algorithm>> NewDpDda(

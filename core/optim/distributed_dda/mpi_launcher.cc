@@ -138,7 +138,7 @@ absl::Status CheckProductionWorker(const MpiSettings& settings) {
 }
 
 absl::StatusOr<EngineResult> RunOnMpi(
-    const MpiSettings& settings, int ranks, const std::string& job_stream,
+    const MpiSettings& settings, int ranks, const JobStreamSource& job_stream,
     const TraceSink& sink, const std::function<bool()>& stop_requested) {
   RETURN_IF_ERROR(settings.Validate());
   // A tag that marks every process of this job (tests look for it).
@@ -196,7 +196,8 @@ absl::StatusOr<EngineResult> RunOnMpi(
   fcntl(in.write, F_SETFL, O_NONBLOCK);
 
   const absl::Time deadline = absl::Now() + settings.timeout;
-  size_t written = 0;
+  std::string piece;   // the part of the job stream being written
+  size_t written = 0;  // bytes of `piece` already written
   FrameParser parser;
   EngineResult result;
   bool done = false, stopped = false, timed_out = false;
@@ -232,13 +233,22 @@ absl::StatusOr<EngineResult> RunOnMpi(
         std::min<int64_t>(50, absl::ToInt64Milliseconds(left) + 1));
     if (poll(fds, n, wait_ms) < 0 && errno != EINTR) break;
     if (in_i >= 0 && (fds[in_i].revents & (POLLOUT | POLLERR | POLLHUP))) {
-      const ssize_t w = WriteNoSigpipe(in.write, job_stream.data() + written,
-                                       job_stream.size() - written);
-      if (w > 0) written += static_cast<size_t>(w);
-      if (w < 0 && errno != EAGAIN && errno != EINTR) {
-        CloseFd(&in.write);  // the reader is gone; the exit status tells why
+      bool more = true;
+      if (written == piece.size()) {
+        written = 0;
+        more = job_stream(&piece);
+        if (!more) piece.clear();
       }
-      if (written == job_stream.size()) CloseFd(&in.write);
+      if (!more) {
+        CloseFd(&in.write);  // the whole stream is out
+      } else {
+        const ssize_t w = WriteNoSigpipe(in.write, piece.data() + written,
+                                         piece.size() - written);
+        if (w > 0) written += static_cast<size_t>(w);
+        if (w < 0 && errno != EAGAIN && errno != EINTR) {
+          CloseFd(&in.write);  // the reader is gone; the exit status tells why
+        }
+      }
     }
     if (err_i >= 0 && (fds[err_i].revents & (POLLIN | POLLHUP | POLLERR))) {
       const ssize_t r = read(err.read, buf, sizeof buf);

@@ -1,6 +1,8 @@
 #include "core/optim/distributed_dda/wire.h"
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -9,7 +11,8 @@
 namespace dpopt::optim::distributed_dda {
 namespace {
 
-constexpr char kStreamMagic[8] = {'D', 'P', 'D', 'D', 'A', '\x01', 0, 0};
+constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
+constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
 constexpr char kFrameMagic[4] = {'D', 'D', 'A', 'F'};
 constexpr int64_t kMaxVector = 100'000'000;
 
@@ -47,10 +50,10 @@ absl::StatusOr<Eigen::VectorXd> GetVector(WireReader& r) {
 }  // namespace
 
 uint64_t Fnv1a(absl::string_view bytes) {
-  uint64_t h = 0xcbf29ce484222325ULL;
+  uint64_t h = kFnvOffset;
   for (unsigned char c : bytes) {
     h ^= c;
-    h *= 0x100000001b3ULL;
+    h *= kFnvPrime;
   }
   return h;
 }
@@ -233,30 +236,102 @@ absl::StatusOr<WorkerJob> DecodeWorkerJob(absl::string_view bytes) {
   return j;
 }
 
-std::string EncodeShard(const Dataset& d) {
-  WireWriter w;
-  w.I64(d.rows());
-  w.I64(d.dimension());
-  w.U64(d.is_sparse());
-  w.U64(static_cast<uint64_t>(d.label_kind()));
-  w.I64(d.num_classes());
-  w.F64s(d.labels().data(), d.rows());
-  if (!d.is_sparse()) {
-    for (int64_t i = 0; i < d.rows(); ++i) {
-      for (int64_t j = 0; j < d.dimension(); ++j) w.F64(d.dense()(i, j));
-    }
-  } else {
-    for (int64_t i = 0; i < d.rows(); ++i) {
-      int64_t nnz = 0;
-      for (SparseRows::InnerIterator it(d.sparse(), i); it; ++it) ++nnz;
-      w.I64(nnz);
-      for (SparseRows::InnerIterator it(d.sparse(), i); it; ++it) {
-        w.I64(it.col());
-        w.F64(it.value());
+ShardEncoder::ShardEncoder(const Dataset& data,
+                           const std::vector<int64_t>* rows)
+    : data_(data),
+      rows_(rows),
+      m_(rows ? static_cast<int64_t>(rows->size()) : data.rows()),
+      hash_(kFnvOffset) {}
+
+void ShardEncoder::Put(std::string* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) {
+    const unsigned char c = static_cast<unsigned char>((v >> (8 * i)) & 0xff);
+    hash_ = (hash_ ^ c) * kFnvPrime;
+    out->push_back(static_cast<char>(c));
+  }
+}
+
+void ShardEncoder::PutF64(std::string* out, double v) {
+  uint64_t bits;
+  std::memcpy(&bits, &v, 8);
+  Put(out, bits);
+}
+
+void ShardEncoder::Fill(std::string* out, size_t want) {
+  const int64_t dim = data_.dimension();
+  while (out->size() < want && phase_ != kDone) {
+    switch (phase_) {
+      case kFields: {
+        const uint64_t fields[5] = {
+            static_cast<uint64_t>(m_), static_cast<uint64_t>(dim),
+            data_.is_sparse(), static_cast<uint64_t>(data_.label_kind()),
+            static_cast<uint64_t>(static_cast<int64_t>(data_.num_classes()))};
+        Put(out, fields[k_]);
+        if (++k_ == 5) {
+          phase_ = kLabels;
+          k_ = 0;
+        }
+        break;
       }
+      case kLabels:
+        if (k_ == m_) {
+          phase_ = kRows;
+          k_ = 0;
+          break;
+        }
+        PutF64(out, data_.label(RowOf(k_)));
+        ++k_;
+        break;
+      case kRows: {
+        if (k_ == m_) {
+          phase_ = kChecksum;
+          break;
+        }
+        const int64_t r = RowOf(k_);
+        if (!data_.is_sparse()) {
+          if (j_ < dim) {
+            PutF64(out, data_.dense()(r, j_));
+            ++j_;
+          } else {
+            ++k_;
+            j_ = 0;
+          }
+          break;
+        }
+        if (!it_.has_value()) {
+          int64_t nnz = 0;
+          for (SparseRows::InnerIterator c(data_.sparse(), r); c; ++c) ++nnz;
+          Put(out, static_cast<uint64_t>(nnz));
+          it_.emplace(data_.sparse(), r);
+          break;
+        }
+        if (*it_) {
+          Put(out, static_cast<uint64_t>(static_cast<int64_t>(it_->col())));
+          PutF64(out, it_->value());
+          ++*it_;
+        } else {
+          it_.reset();
+          ++k_;
+        }
+        break;
+      }
+      case kChecksum: {
+        const uint64_t sum = hash_;
+        PutU64(out, sum);
+        phase_ = kDone;
+        break;
+      }
+      case kDone:
+        break;
     }
   }
-  return w.Finish();
+}
+
+std::string EncodeShard(const Dataset& d) {
+  std::string out;
+  ShardEncoder e(d, nullptr);
+  e.Fill(&out, std::numeric_limits<size_t>::max());
+  return out;
 }
 
 absl::StatusOr<Dataset> DecodeShard(absl::string_view bytes) {
@@ -303,16 +378,89 @@ absl::StatusOr<Dataset> DecodeShard(absl::string_view bytes) {
                          static_cast<int>(classes));
 }
 
-std::string EncodeJobStream(const std::string& header,
-                            const std::vector<std::string>& shards) {
-  std::string out(kStreamMagic, 8);
-  PutU64(&out, header.size());
-  out += header;
-  for (const std::string& s : shards) {
-    PutU64(&out, s.size());
-    out += s;
+JobStreamWriter::JobStreamWriter(
+    std::string header, const Dataset& data,
+    const std::vector<std::vector<int64_t>>& shards, int64_t chunk_bytes)
+    : header_(std::move(header)),
+      data_(data),
+      shards_(shards),
+      chunk_(static_cast<size_t>(chunk_bytes)) {}
+
+bool JobStreamWriter::Next(std::string* out) {
+  out->clear();
+  if (node_ < 0) {
+    out->assign(kJobStreamMagic, 8);
+    PutU64(out, header_.size());
+    out->append(header_);
+    std::string().swap(header_);
+    node_ = 0;
+    return true;
   }
+  if (node_ >= static_cast<int>(shards_.size())) return false;
+  if (encoder_ == nullptr) {
+    encoder_ = std::make_unique<ShardEncoder>(data_, &shards_[node_]);
+    pending_.clear();
+    pending_.reserve(chunk_ + 16);
+  }
+  if (pending_.size() < chunk_) encoder_->Fill(&pending_, chunk_);
+  if (pending_.empty()) {  // the encoder is done: close the shard
+    PutU64(out, 0);
+    encoder_.reset();
+    ++node_;
+    return true;
+  }
+  const size_t n = std::min(chunk_, pending_.size());
+  PutU64(out, n);
+  out->append(pending_, 0, n);
+  pending_.erase(0, n);
+  return true;
+}
+
+std::string EncodeJobStream(const std::string& header, const Dataset& data,
+                            const std::vector<std::vector<int64_t>>& shards,
+                            int64_t chunk_bytes) {
+  JobStreamWriter w(header, data, shards, chunk_bytes);
+  std::string out, piece;
+  while (w.Next(&piece)) out += piece;
   return out;
+}
+
+absl::StatusOr<ParsedJobStream> ParseJobStream(absl::string_view stream,
+                                               int nodes) {
+  ParsedJobStream p;
+  size_t pos = 0;
+  auto u64 = [&]() -> absl::StatusOr<uint64_t> {
+    if (stream.size() - pos < 8) return Corrupt("the job stream ended early");
+    const uint64_t v = GetU64(stream.data() + pos);
+    pos += 8;
+    return v;
+  };
+  auto bytes = [&](uint64_t n, std::string* out) -> absl::Status {
+    if (n > kMaxChunkBytes) return Corrupt("a chunk is too large");
+    if (stream.size() - pos < n) return Corrupt("the job stream ended early");
+    out->append(stream.data() + pos, n);
+    pos += n;
+    return absl::OkStatus();
+  };
+  if (stream.size() < 8 || std::memcmp(stream.data(), kJobStreamMagic, 8)) {
+    return Corrupt("not a dp_dda job stream");
+  }
+  pos = 8;
+  ASSIGN_OR_RETURN(uint64_t h, u64());
+  RETURN_IF_ERROR(bytes(h, &p.header));
+  for (int i = 0; i < nodes; ++i) {
+    std::string& s = p.shards.emplace_back();
+    for (;;) {
+      ASSIGN_OR_RETURN(uint64_t n, u64());
+      if (n == 0) break;
+      if (s.size() + n > kMaxShardBytes) return Corrupt("a shard is too large");
+      RETURN_IF_ERROR(bytes(n, &s));
+      ++p.chunks;
+      p.largest_chunk = std::max(p.largest_chunk, n);
+    }
+  }
+  if (pos != stream.size()) return Corrupt("trailing bytes in the job stream");
+  return p;
 }
 
 std::string EncodeFrame(FrameType type, const std::string& payload) {

@@ -1,6 +1,7 @@
 // The byte formats between the server and the MPI ranks of dp_dda (seed
-// 004): the job (public parameters plus the nodes' shards) that the server
-// writes to rank 0's standard input, and the frames rank 0 writes back on
+// 004): the job (public parameters plus the nodes' shards, in chunks of at
+// most kMaxChunkBytes, encoded as they are written) that the server writes
+// to rank 0's standard input, and the frames rank 0 writes back on
 // its standard output (trace points, the result, or an error). Fixed-width
 // little-endian fields, each message closed by an FNV-1a checksum, so a
 // truncated or corrupted stream is detected and fails the job.
@@ -11,6 +12,8 @@
 #define DPOPT_CORE_OPTIM_DISTRIBUTED_DDA_WIRE_H_
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,13 +21,20 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/data/dataset.h"
-#include "core/optim/model.h"
 #include "core/optim/distributed_dda/dda_node.h"
 #include "core/optim/distributed_dda/gossip.h"
 #include "core/optim/distributed_dda/graph.h"
 #include "core/optim/distributed_dda/schedule.h"
+#include "core/optim/model.h"
 
 namespace dpopt::optim::distributed_dda {
+
+// The job stream (public parameters and shards) travels from the server to
+// rank 0, and from rank 0 to the other ranks, in chunks of at most this many
+// bytes (a public constant): no transfer, buffer or MPI count depends on the
+// size of a shard, which for sparse data depends on private nonzeros.
+inline constexpr int64_t kMaxChunkBytes = int64_t{4} << 20;  // 4 MiB
+inline constexpr int64_t kMinChunkBytes = 64;
 
 class WireWriter {
  public:
@@ -92,10 +102,88 @@ absl::StatusOr<WorkerJob> DecodeWorkerJob(absl::string_view bytes);
 std::string EncodeShard(const Dataset& shard);
 absl::StatusOr<Dataset> DecodeShard(absl::string_view bytes);
 
-// The job on rank 0's standard input: "DPDDA\x01\0\0", the header's length
-// and bytes, then per node (in order) the shard's length and bytes.
-std::string EncodeJobStream(const std::string& header,
-                            const std::vector<std::string>& shards);
+// Produces EncodeShard(rows `rows` of `data`) a piece at a time, reading the
+// rows in place (no copy of the shard, no string holding all of it).
+class ShardEncoder {
+ public:
+  // `data` and `rows` (nullptr: every row of `data`, in order) must outlive
+  // the encoder.
+  ShardEncoder(const Dataset& data, const std::vector<int64_t>* rows);
+  // Appends the next bytes to *out until it holds at least `want` bytes or
+  // the shard's bytes (checksum included) are all out; appends at most 16
+  // bytes past `want`.
+  void Fill(std::string* out, size_t want);
+  bool done() const { return phase_ == kDone; }
+
+ private:
+  enum Phase { kFields, kLabels, kRows, kChecksum, kDone };
+  int64_t RowOf(int64_t k) const { return rows_ ? (*rows_)[k] : k; }
+  void Put(std::string* out, uint64_t v);
+  void PutF64(std::string* out, double v);
+  const Dataset& data_;
+  const std::vector<int64_t>* rows_;
+  int64_t m_;  // rows in the shard
+  Phase phase_ = kFields;
+  int64_t k_ = 0;  // field, label or row index in the shard
+  int64_t j_ = 0;  // dense: the next column of row k_
+  uint64_t hash_;
+  // Sparse: the position in row k_ (empty: its count of nonzeros is next).
+  std::optional<SparseRows::InnerIterator> it_;
+};
+
+// The job on rank 0's standard input, in chunks: "DPDDA\x02\0\0", the
+// header's length (at most kMaxChunkBytes) and bytes, then per node (in
+// order) its shard as chunks "u64 length, bytes" of 1 to kMaxChunkBytes
+// bytes each, closed by a zero length. The concatenation of a node's chunks
+// is EncodeShard(its rows). The writer produces the stream as it is read, a
+// chunk at a time, so the whole stream is never held anywhere.
+class JobStreamWriter {
+ public:
+  // `data` and `shards` (each node's rows of `data`) must outlive the
+  // writer. REQUIRES: kMinChunkBytes <= chunk_bytes <= kMaxChunkBytes
+  // and header.size() <= kMaxChunkBytes.
+  JobStreamWriter(std::string header, const Dataset& data,
+                  const std::vector<std::vector<int64_t>>& shards,
+                  int64_t chunk_bytes);
+  // Replaces *out with the next piece of the stream (at most chunk_bytes +
+  // 16 bytes); false (and *out empty) once the stream is over.
+  bool Next(std::string* out);
+
+ private:
+  std::string header_;
+  const Dataset& data_;
+  const std::vector<std::vector<int64_t>>& shards_;
+  size_t chunk_;
+  int node_ = -1;  // -1: the magic and header are next
+  std::unique_ptr<ShardEncoder> encoder_;
+  std::string pending_;  // shard bytes not yet in a chunk
+  bool encoder_done_ = false;
+};
+
+// The whole stream of JobStreamWriter in one string (tests).
+std::string EncodeJobStream(const std::string& header, const Dataset& data,
+                            const std::vector<std::vector<int64_t>>& shards,
+                            int64_t chunk_bytes);
+
+// Splits a whole job stream of `nodes` shards into the header and each
+// node's reassembled shard bytes, checking every length (tests; the worker
+// reads the same format from its standard input). DATA_LOSS if malformed.
+struct ParsedJobStream {
+  std::string header;
+  std::vector<std::string> shards;
+  int64_t chunks = 0;          // shard chunks in the stream
+  uint64_t largest_chunk = 0;  // bytes of the largest shard chunk
+};
+absl::StatusOr<ParsedJobStream> ParseJobStream(absl::string_view stream,
+                                               int nodes);
+
+// The stream's first 8 bytes.
+inline constexpr char kJobStreamMagic[8] = {'D', 'P',    'D', 'D',
+                                            'A', '\x02', 0,   0};
+// Most bytes of one node's shard that a rank accepts (a corrupt stream
+// cannot make a rank allocate more). The calibration's public bound on a
+// shard (at most 1e8 values, 16 bytes each when sparse) is below it.
+inline constexpr uint64_t kMaxShardBytes = uint64_t{1} << 34;
 
 // Frames on rank 0's standard output: "DDAF" u32-type u64-length payload.
 enum class FrameType : uint32_t { kTrace = 1, kDone = 2, kError = 3 };

@@ -14,19 +14,42 @@
 namespace dpopt::optim::piecewise_affine {
 namespace {
 
+// GLPK 4.61 and later, built with thread-local storage (Debian's 5.0 is:
+// glp_config("TLS") is "_Thread_local"), keep their whole environment per
+// thread and share nothing between threads: independent problems may then
+// be solved on several threads at once, provided no problem object is used
+// by a thread other than its creator (here every problem lives inside one
+// call, on one thread). Built without it, GLPK has one environment for the
+// process and every call must be serialised.
+bool ComputeGlpkIsReentrant() {
+  const char* tls = glp_config("TLS");
+  return tls != nullptr && tls[0] != '\0';
+}
+
 absl::Mutex& GlpkMutex() {
   static absl::Mutex* const mu = new absl::Mutex();
   return *mu;
 }
 
-// One GLPK problem object. REQUIRES: GlpkMutex() held for its whole life.
-// GLPK keeps its environment (memory pool, terminal hooks) in thread-local
-// storage, created by the first call on a thread. Jobs run on worker threads
-// that end, so the destructor frees the environment too (glp_free_env; the
-// next problem on this thread creates a fresh one, a few microseconds): no
-// GLPK memory outlives a solve, and no problem object is alive elsewhere
-// because every GLPK call in dpopt runs under the mutex, inside one
-// GlpkProblem's life.
+// Held around every use of GLPK: the process-wide mutex only when GLPK is
+// not re-entrant, so that with a thread-local build one job's solve never
+// waits for another's.
+// (Conditional locking: outside the static analysis.)
+class GlpkLock {
+ public:
+  GlpkLock() ABSL_NO_THREAD_SAFETY_ANALYSIS : locked_(!GlpkIsReentrant()) {
+    if (locked_) GlpkMutex().Lock();
+  }
+  ~GlpkLock() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (locked_) GlpkMutex().Unlock();
+  }
+  GlpkLock(const GlpkLock&) = delete;
+  GlpkLock& operator=(const GlpkLock&) = delete;
+
+ private:
+  const bool locked_;
+};
+
 class GlpkProblem {
  public:
   GlpkProblem() {
@@ -90,6 +113,11 @@ bool AllFinite(const Eigen::Ref<const Eigen::MatrixXd>& m) {
 
 }  // namespace
 
+bool GlpkIsReentrant() {
+  static const bool reentrant = ComputeGlpkIsReentrant();
+  return reentrant;
+}
+
 absl::StatusOr<LpSolution> SolveMaxAffine(const Eigen::MatrixXd& a,
                                           const Eigen::VectorXd& b,
                                           const Polytope& p) {
@@ -118,7 +146,7 @@ absl::StatusOr<LpSolution> SolveMaxAffine(const Eigen::MatrixXd& a,
     c[i] = std::max(b[i] - top, -floor_gap);  // b_i - top may be -Inf: fine
   }
 
-  absl::MutexLock lock(&GlpkMutex());
+  GlpkLock lock;
   GlpkProblem lp;
   glp_prob* raw = lp.get();
   glp_set_obj_dir(raw, GLP_MIN);
@@ -176,7 +204,7 @@ absl::StatusOr<LpSolution> SolveMaxAffine(const Eigen::MatrixXd& a,
 
 absl::StatusOr<Ball> ChebyshevCenter(const Polytope& p) {
   const int64_t d = p.dimension();
-  absl::MutexLock lock(&GlpkMutex());
+  GlpkLock lock;
   GlpkProblem lp;
   glp_prob* raw = lp.get();
   glp_set_obj_dir(raw, GLP_MAX);
@@ -228,7 +256,7 @@ absl::Status BoundingBox(const Polytope& p, std::vector<double>* lower,
   *lower = p.lower;
   *upper = p.upper;
   if (p.is_box()) return absl::OkStatus();
-  absl::MutexLock lock(&GlpkMutex());
+  GlpkLock lock;
   for (int64_t target = 0; target < d; ++target) {
     for (int dir : {GLP_MIN, GLP_MAX}) {
       GlpkProblem lp;

@@ -8,11 +8,15 @@
 // its GPL-3+ licence suits a service built from source. COIN-OR Clp (EPL-2.0)
 // would do as well; HiGHS is not packaged in Debian 12.
 //
-// GLPK keeps global state per thread and can print to stdout: every call
-// here runs under one process-wide mutex with terminal output switched off,
-// so nothing (least of all a private offset) reaches the logs, and the
-// thread's GLPK environment is freed after every solve (no memory outlives
-// it on job threads).
+// GLPK keeps its state in an environment and can print to stdout: every
+// call here runs with terminal output switched off, so nothing (least of
+// all a private offset) reaches the logs, and the thread's GLPK environment
+// is freed after every solve (no memory outlives it on job threads). A
+// GLPK built with thread-local storage (GlpkIsReentrant(); Debian's 5.0 is)
+// has one environment per thread, so LPs of different jobs are solved in
+// parallel; otherwise every call runs under one process-wide mutex (one
+// job's solve then delays the others' by its length, which depends only on
+// the public kLpIterationLimit bound, not on how long it actually takes).
 //
 // Offsets are normalised before solving (shift invariance, as in the proof
 // of Han, Topcu & Pappas 2014, Lemma 18: f(x; b + c 1) = f(x; b) + c):
@@ -44,6 +48,10 @@ struct LpSolution {
   //   b^T lambda + min_{x in box} (A^T lambda)^T x <= f_opt  (P a box).
   std::vector<double> duals;
 };
+
+// Whether the linked GLPK keeps its environment per thread (glp_config("TLS")
+// is set): LPs on different threads then run in parallel, without a lock.
+bool GlpkIsReentrant();
 
 // GLPK's simplex iteration limit for every solve (public).
 inline constexpr int kLpIterationLimit = 10000000;

@@ -2,7 +2,6 @@
 
 #include <mpi.h>
 
-#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -12,12 +11,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
-#include "core/optim/objective.h"
-#include "core/optim/private_oracle.h"
 #include "core/optim/distributed_dda/dda_node.h"
 #include "core/optim/distributed_dda/engine.h"
 #include "core/optim/distributed_dda/mpi/mpi_transport.h"
 #include "core/optim/distributed_dda/wire.h"
+#include "core/optim/objective.h"
+#include "core/optim/private_oracle.h"
 
 namespace dpopt::optim::distributed_dda {
 namespace {
@@ -39,14 +38,13 @@ absl::StatusOr<uint64_t> ReadU64(std::FILE* f) {
   return v;
 }
 
-absl::StatusOr<std::string> ReadBlock(std::FILE* f) {
+// The next chunk's length: 0 closes a shard; at most kMaxChunkBytes.
+absl::StatusOr<uint64_t> ReadChunkLength(std::FILE* f) {
   ASSIGN_OR_RETURN(uint64_t n, ReadU64(f));
-  if (n > static_cast<uint64_t>(INT_MAX)) {
-    return absl::DataLossError("a block of the job stream is too large");
+  if (n > static_cast<uint64_t>(kMaxChunkBytes)) {
+    return absl::DataLossError("a chunk of the job stream is too large");
   }
-  std::string s(n, '\0');
-  RETURN_IF_ERROR(ReadExactly(f, s.data(), n));
-  return s;
+  return n;
 }
 
 absl::Status Mpi(int rc, const char* what) {
@@ -54,28 +52,38 @@ absl::Status Mpi(int rc, const char* what) {
   return absl::InternalError(absl::StrCat(what, " failed"));
 }
 
-absl::Status SendBytes(const std::string& s, int to, int tag) {
-  uint64_t n = s.size();
+// A chunk of a shard to its owner: its length, then (if not 0) its bytes;
+// both messages hold at most kMaxChunkBytes bytes, so no MPI count
+// depends on the size of the shard.
+absl::Status SendChunk(const char* data, uint64_t n, int to, int tag) {
   RETURN_IF_ERROR(
       Mpi(MPI_Send(&n, 1, MPI_UINT64_T, to, tag, MPI_COMM_WORLD), "send"));
-  return Mpi(MPI_Send(s.data(), static_cast<int>(n), MPI_CHAR, to, tag,
-                      MPI_COMM_WORLD),
-             "send");
+  if (n == 0) return absl::OkStatus();
+  return Mpi(
+      MPI_Send(data, static_cast<int>(n), MPI_CHAR, to, tag, MPI_COMM_WORLD),
+      "send");
 }
 
-absl::StatusOr<std::string> RecvBytes(int from, int tag) {
-  uint64_t n = 0;
-  RETURN_IF_ERROR(Mpi(MPI_Recv(&n, 1, MPI_UINT64_T, from, tag, MPI_COMM_WORLD,
-                               MPI_STATUS_IGNORE),
-                      "recv"));
-  if (n > static_cast<uint64_t>(INT_MAX)) {
-    return absl::DataLossError("shard too large");
+// Appends the chunks of one shard from rank 0 to *out, up to the closing
+// zero length.
+absl::Status RecvShard(int from, int tag, std::string* out) {
+  std::string chunk;
+  for (;;) {
+    uint64_t n = 0;
+    RETURN_IF_ERROR(Mpi(MPI_Recv(&n, 1, MPI_UINT64_T, from, tag, MPI_COMM_WORLD,
+                                 MPI_STATUS_IGNORE),
+                        "recv"));
+    if (n == 0) return absl::OkStatus();
+    if (n > static_cast<uint64_t>(kMaxChunkBytes) ||
+        out->size() + n > kMaxShardBytes) {
+      return absl::DataLossError("a shard chunk is too large");
+    }
+    chunk.resize(n);
+    RETURN_IF_ERROR(Mpi(MPI_Recv(chunk.data(), static_cast<int>(n), MPI_CHAR,
+                                 from, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                        "recv"));
+    out->append(chunk);
   }
-  std::string s(n, '\0');
-  RETURN_IF_ERROR(Mpi(MPI_Recv(s.data(), static_cast<int>(n), MPI_CHAR, from,
-                               tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
-                      "recv"));
-  return s;
 }
 
 void WriteFrame(FrameType type, const std::string& payload) {
@@ -87,19 +95,23 @@ void WriteFrame(FrameType type, const std::string& payload) {
 absl::Status RunRank(int rank, int size, const WorkerHooks& hooks) {
   // 1. The public job description, from rank 0's standard input.
   std::string header;
-  std::vector<std::string> shard_bytes;
   if (rank == 0) {
     char magic[8];
     RETURN_IF_ERROR(ReadExactly(stdin, magic, 8));
-    if (std::memcmp(magic, "DPDDA\x01\0\0", 8) != 0) {
+    if (std::memcmp(magic, kJobStreamMagic, 8) != 0) {
       return absl::DataLossError("standard input is not a dp_dda job stream");
     }
-    ASSIGN_OR_RETURN(header, ReadBlock(stdin));
+    ASSIGN_OR_RETURN(uint64_t n, ReadChunkLength(stdin));
+    header.resize(n);
+    RETURN_IF_ERROR(ReadExactly(stdin, header.data(), n));
   }
   uint64_t header_size = header.size();
   RETURN_IF_ERROR(
       Mpi(MPI_Bcast(&header_size, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD),
           "broadcast"));
+  if (header_size > static_cast<uint64_t>(kMaxChunkBytes)) {
+    return absl::DataLossError("the job header is too large");
+  }
   header.resize(header_size);
   RETURN_IF_ERROR(Mpi(MPI_Bcast(header.data(), static_cast<int>(header_size),
                                 MPI_CHAR, 0, MPI_COMM_WORLD),
@@ -110,22 +122,34 @@ absl::Status RunRank(int rank, int size, const WorkerHooks& hooks) {
         "the job asks for ", job.ranks, " ranks but mpirun started ", size));
   }
   const Placement placement{job.nodes, job.ranks};
-  // 2. Shards: rank 0 reads them all and sends each to its owner.
+  // 2. Shards: rank 0 reads them chunk by chunk (each at most
+  // kMaxChunkBytes) and forwards every chunk to the shard's owner as it
+  // arrives, so neither the standard input nor any MPI message carries more
+  // than one chunk at a time.
   std::vector<std::string> mine(job.nodes);
   if (rank == 0) {
+    std::string chunk;
     for (int i = 0; i < job.nodes; ++i) {
-      ASSIGN_OR_RETURN(std::string s, ReadBlock(stdin));
       const int owner = placement.Owner(i);
-      if (owner == 0) {
-        mine[i] = std::move(s);
-      } else {
-        RETURN_IF_ERROR(SendBytes(s, owner, kShardTag + i));
+      for (;;) {
+        ASSIGN_OR_RETURN(uint64_t n, ReadChunkLength(stdin));
+        chunk.resize(n);
+        RETURN_IF_ERROR(ReadExactly(stdin, chunk.data(), n));
+        if (owner == 0) {
+          if (mine[i].size() + n > kMaxShardBytes) {
+            return absl::DataLossError("a shard is too large");
+          }
+          mine[i].append(chunk);
+        } else {
+          RETURN_IF_ERROR(SendChunk(chunk.data(), n, owner, kShardTag + i));
+        }
+        if (n == 0) break;
       }
     }
   } else {
     for (int i = 0; i < job.nodes; ++i) {
       if (placement.Owner(i) != rank) continue;
-      ASSIGN_OR_RETURN(mine[i], RecvBytes(0, kShardTag + i));
+      RETURN_IF_ERROR(RecvShard(0, kShardTag + i, &mine[i]));
     }
   }
   // 3. The same engine and node code as the simulation.
@@ -151,7 +175,7 @@ absl::Status RunRank(int rank, int size, const WorkerHooks& hooks) {
   for (int i = 0; i < job.nodes; ++i) {
     if (placement.Owner(i) != rank) continue;
     ASSIGN_OR_RETURN(Dataset shard, DecodeShard(mine[i]));
-    mine[i].clear();
+    std::string().swap(mine[i]);  // frees the bytes for the run
     RETURN_IF_ERROR(objective->CheckDataset(shard));
     ASSIGN_OR_RETURN(std::unique_ptr<noise::RandomSource> rng,
                      hooks.node_random(i));

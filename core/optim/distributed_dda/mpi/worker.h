@@ -1,7 +1,8 @@
 // dpopt-dda-worker: one MPI rank of a dp_dda job (distributed-DDA family).
 // Started by the server through mpirun (mpi_launcher.h). Rank 0 reads the
 // job stream (wire.h) from its standard input, broadcasts the public
-// parameters and sends every other rank the shards of its nodes; then every
+// parameters and forwards every other rank the shards of its nodes chunk by
+// chunk (MPI messages of at most kMaxChunkBytes); then every
 // rank runs the shared engine (engine.h) over its nodes with MpiTransport,
 // each node drawing its noise and samples from its own generator (the
 // secure generator in production). Rank 0 writes trace frames and the

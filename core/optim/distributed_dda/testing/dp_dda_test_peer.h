@@ -25,6 +25,11 @@ class DpDdaTestPeer {
  public:
   // Node i draws from SeededNodeRandom(seed, i). NOT DP.
   static void UseSeededNodes(DpDda& algorithm, uint64_t seed);
+  // Under MPI, the job stream travels in chunks of `bytes` (in wire.h's
+  // [kMinChunkBytes, kMaxChunkBytes]) instead of kMaxChunkBytes.
+  static void SetMpiChunkBytes(DpDda& algorithm, int64_t bytes) {
+    algorithm.mpi_chunk_bytes_ = bytes;
+  }
 };
 
 class MpiSettingsTestPeer {

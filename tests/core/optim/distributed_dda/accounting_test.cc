@@ -207,7 +207,7 @@ TEST(DdaAccountingTest, RejectsImpossibleSetups) {
 }
 
 // MPI execution: shards the ranks would refuse (more than 1e8 values or
-// 2^31 bytes) are refused before charging, from public shapes only.
+// 2^34 bytes) are refused before charging, from public shapes only.
 TEST(DpDdaCalibrationTest, MpiShardsBeyondTheRanksLimitsAreRefused) {
   DpDdaOptions o = Options();
   o.execution = Execution::kMpi;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "core/optim/piecewise_affine/lp.h"
@@ -89,6 +90,43 @@ TEST(MaxAffineLp, MatchesVertexEnumerationAndDualCertificate) {
     const double dual =
         in.b.dot(lambda) - c * (in.a.transpose() * lambda).lpNorm<1>();
     EXPECT_NEAR(dual, lp.value, 1e-7) << "seed " << seed;
+  }
+}
+
+// LPs solved on four threads at once (without the process-wide lock when
+// GLPK keeps its environment per thread, as Debian's does) give bitwise the
+// solutions of the same LPs solved one after the other.
+TEST(MaxAffineLp, ConcurrentSolvesMatchSequentialOnes) {
+  ::testing::Test::RecordProperty("glpk_reentrant",
+                                  GlpkIsReentrant() ? "yes" : "no");
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 25;
+  std::vector<Instance> instances;
+  std::vector<LpSolution> expected;
+  for (int k = 0; k < kThreads * kPerThread; ++k) {
+    instances.push_back(GaussianInstance(30, 4, 2.0, 100 + k));
+    ASSERT_OK_AND_ASSIGN(LpSolution lp,
+                         SolveMaxAffine(instances.back().a, instances.back().b,
+                                        instances.back().info.polytope));
+    expected.push_back(std::move(lp));
+  }
+  std::vector<absl::StatusOr<LpSolution>> got(kThreads * kPerThread,
+                                              absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = t * kPerThread; k < (t + 1) * kPerThread; ++k) {
+        got[k] = SolveMaxAffine(instances[k].a, instances[k].b,
+                                instances[k].info.polytope);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int k = 0; k < kThreads * kPerThread; ++k) {
+    ASSERT_OK(got[k].status());
+    EXPECT_EQ(got[k]->x, expected[k].x) << k;
+    EXPECT_EQ(got[k]->t, expected[k].t) << k;
+    EXPECT_EQ(got[k]->duals, expected[k].duals) << k;
   }
 }
 
