@@ -1,6 +1,8 @@
 // Streaming import: DatasetParser (chunks in, bounded blocks out)
 // and StagedImport (blocks stored in short transactions, invisible until the
 // final commit, removed without a trace on error, discard or crash).
+#include "storage/staged_import.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,7 +23,6 @@
 #include "storage/database.h"
 #include "storage/dataset_import.h"
 #include "storage/dataset_store.h"
-#include "storage/staged_import.h"
 #include "storage/ledger.h"
 #include "storage/sqlite.h"
 #include "tests/common/status_matchers.h"
@@ -312,9 +313,14 @@ TEST(DatasetParserTest, CsvFastPathAgreesWithTheGeneralPath) {
     EXPECT_EQ(fast->values, general->values) << row;
   }
   // Errors: the general path's, whatever the fast path saw first.
+  EXPECT_THAT(ParseDatasetFile(comma, "1,2,3,4\n1,2,3\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("line 2: expected 4 columns")));
+  // On the first line, the declared dimension disagrees with the file's.
   EXPECT_THAT(ParseDatasetFile(comma, "1,2,3\n"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("expected 4 columns")));
+                       HasSubstr("the file has 3 columns (dimension 2 + 1 "
+                                 "label) but the declared dimension is 3")));
   EXPECT_THAT(ParseDatasetFile(comma, "1,nan,3,4\n"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("label is NaN or Inf")));
