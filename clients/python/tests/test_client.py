@@ -317,19 +317,19 @@ def test_import_arrays_round_trip(curator):
 
 def test_import_csv_infers_its_dimension(curator):
     d = curator.import_dataset("pytest-csv", b"0.5,1,2,1\n3,4,5,-1\n", format="csv",
-                               public=True)
+                               label_last=True, public=True)
     assert (d.rows, d.dimension) == (2, 3)
     # A declared dimension must match the file; a row of another width is
     # refused naming its line.
     with pytest.raises(dpopt.InvalidRequestError) as e:
         curator.import_dataset("pytest-csv2", b"0.5,1,2,1\n", format="csv",
-                               dimension=2, public=True)
+                               label_last=True, dimension=2, public=True)
     assert e.value.code_name == "INVALID_ARGUMENT"
     assert "the file has 4 columns (dimension 3 + 1 label)" in e.value.message
     assert "declared dimension is 2" in e.value.message
     with pytest.raises(dpopt.InvalidRequestError, match="line 2: expected 4 columns"):
         curator.import_dataset("pytest-csv2", b"0.5,1,2,1\n3,4,-1\n", format="csv",
-                               public=True)
+                               label_last=True, public=True)
     assert curator.delete_dataset("pytest-csv") == 0
 
 
