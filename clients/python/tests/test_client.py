@@ -215,9 +215,13 @@ def test_result_gathers_every_page_of_a_long_trace(curator):
 
 
 def test_result_waits_like_a_future(curator):
-    job = curator.submit(dpsgd(steps=300, epsilon=0.2), wait=False)
-    res = job.result()  # waits for the job instead of refusing a queued one
+    # Long enough (200 epochs) to be still queued or running when result()
+    # is called: the server's own view of the job is checked first.
+    job = curator.submit(dpsgd(steps=20000, epsilon=0.5), wait=False)
+    assert job.refresh().state in (dpopt.JobState.QUEUED, dpopt.JobState.RUNNING)
+    res = job.result()  # waits for the job instead of refusing an unfinished one
     assert job.state == "SUCCEEDED", job.message
+    assert job.steps_done == 20000
     assert res.weights.shape == (123,)
 
 
