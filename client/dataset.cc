@@ -44,8 +44,9 @@ namespace {
 absl::StatusOr<int64_t> CsvFileDimension(const std::string& path,
                                          bool whitespace) {
   std::ifstream in(path, std::ios::binary);
-  if (!in)
+  if (!in) {
     return absl::InvalidArgumentError(absl::StrCat("cannot open ", path));
+  }
   std::string line;
   int64_t line_no = 0;
   while (std::getline(in, line)) {
