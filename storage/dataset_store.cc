@@ -343,12 +343,18 @@ absl::StatusOr<std::unique_ptr<StagedImport>> DatasetStore::BeginImport(
                                   Transaction::Durability::kRelaxed));
         RETURN_IF_ERROR(CheckNameFreeLocked(conn, options.name));
         // num_rows, and an inferred dimension, are placeholders (the schema
-        // requires > 0) until Commit.
-        ASSIGN_OR_RETURN(
-            int64_t id,
-            InsertDatasetRowLocked(
-                conn, options, std::max<int64_t>(options.dimension, 1),
-                /*rows=*/1, /*nonzeros=*/0, kImportInProgress));
+        // requires > 0) until Commit. The placeholder dimension agrees with
+        // declared per-feature bounds (which the inferred one must match), so
+        // reading the staged row meanwhile (a Get by name) finds it
+        // consistent.
+        const int64_t dimension =
+            options.dimension > 0 ? options.dimension
+            : options.bounds.has_feature_bounds()
+                ? static_cast<int64_t>(options.bounds.lower.size())
+                : 1;
+        ASSIGN_OR_RETURN(int64_t id, InsertDatasetRowLocked(
+                                         conn, options, dimension, /*rows=*/1,
+                                         /*nonzeros=*/0, kImportInProgress));
         RETURN_IF_ERROR(txn.Commit());
         return id;
       }));

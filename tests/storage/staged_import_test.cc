@@ -384,6 +384,26 @@ class StagedImportTest : public ::testing::Test {
 constexpr char kFile[] =
     "1 1:0.5 3:-2\n-1 2:1e-3\n1 1:1 2:2 3:3\n-1\n1 3:0.75\n";
 
+// A CSV import whose dimension the file gives: while it is staged, the
+// dataset is not found (its placeholder metadata reads back consistently,
+// declared bounds and all); the commit stores the inferred dimension.
+TEST_F(StagedImportTest, InferredCsvDimensionIsStoredAtCommit) {
+  ImportOptions o = Csv("c", 0);
+  o.bounds.lower = {-10, -10, -10};
+  o.bounds.upper = {10, 10, 10};
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<StagedImport> import,
+                       db_->datasets().BeginImport(o));
+  ASSERT_OK(import->Write("1,2,3,1\n4,5,"));
+  EXPECT_THAT(db_->datasets().Get("c"), StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_OK(import->Write("6,-1\n"));
+  ASSERT_OK_AND_ASSIGN(DatasetRecord r, import->Commit());
+  EXPECT_EQ(r.dimension, 3);
+  EXPECT_EQ(r.rows, 2);
+  ASSERT_OK_AND_ASSIGN(Dataset loaded, db_->datasets().Load("c"));
+  EXPECT_EQ(loaded.dimension(), 3);
+  EXPECT_EQ(loaded.dense()(1, 2), 6);
+}
+
 TEST_F(StagedImportTest, RowsAreInvisibleUntilCommitAndTheNameIsReserved) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<StagedImport> import,
                        db_->datasets().BeginImport(Libsvm("s", 3)));
