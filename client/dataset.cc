@@ -2,6 +2,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -37,6 +38,42 @@ namespace {
 
 // ---------------------------------------------------------------- datasets
 
+// The dimension the server infers from a CSV file: the column count of its
+// first non-blank line minus the label column (for --feature-bounds, which
+// needs one bound per feature). The server checks every row.
+absl::StatusOr<int64_t> CsvFileDimension(const std::string& path,
+                                         bool whitespace) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot open ", path));
+  }
+  std::string line;
+  int64_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    int64_t columns = 0;
+    if (whitespace) {
+      columns = static_cast<int64_t>(
+          std::vector<std::string>(
+              absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty()))
+              .size());
+    } else {
+      columns =
+          1 + static_cast<int64_t>(std::count(line.begin(), line.end(), ','));
+    }
+    if (columns < 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, " line ", line_no,
+          ": found 1 column: a CSV row needs at least one feature column and "
+          "the label column"));
+    }
+    return columns - 1;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(path, " has no data rows"));
+}
+
 int DatasetImport(const ParsedArgs& a, const Globals& g) {
   if (a.positional().size() != 2) {
     return UsageError("usage: dpopt dataset import NAME FILE [flags]");
@@ -51,8 +88,18 @@ int DatasetImport(const ParsedArgs& a, const Globals& g) {
   } else {
     return UsageError("--format must be libsvm or csv");
   }
+  // LIBSVM rows do not define the dimension; a CSV file's first line does
+  // (the server infers it, and refuses a --dimension that disagrees).
   auto dim = a.GetInt("dimension", 0);
   if (!dim.ok()) return UsageError(dim.status());
+  if (a.Has("dimension") && *dim < 1) {
+    return UsageError("--dimension must be >= 1");
+  }
+  if (format == "libsvm" && !a.Has("dimension")) {
+    return UsageError(
+        "a LIBSVM file needs --dimension (the number of features; its rows "
+        "do not define it). CSV files give it by their first line");
+  }
   h.set_dimension(*dim);
   h.set_public_(a.GetBool("public"));
   if (!h.public_()) {
@@ -117,11 +164,20 @@ int DatasetImport(const ParsedArgs& a, const Globals& g) {
     std::vector<std::string> lh = absl::StrSplit(a.Get("feature-bounds"), ':');
     double lo, hi;
     if (lh.size() != 2 || !absl::SimpleAtod(lh[0], &lo) ||
-        !absl::SimpleAtod(lh[1], &hi) || *dim <= 0) {
-      return UsageError(
-          "--feature-bounds=LO:HI needs two numbers and --dimension");
+        !absl::SimpleAtod(lh[1], &hi)) {
+      return UsageError("--feature-bounds=LO:HI needs two numbers");
     }
-    for (int64_t j = 0; j < *dim; ++j) {
+    int64_t features = *dim;
+    if (features == 0) {
+      // CSV without --dimension: one bound per column of the first line.
+      const std::string delim = absl::AsciiStrToLower(h.delimiter());
+      auto inferred = CsvFileDimension(
+          a.positional()[1],
+          delim == "whitespace" || delim == " " || delim == "\\t");
+      if (!inferred.ok()) return UsageError(inferred.status());
+      features = *inferred;
+    }
+    for (int64_t j = 0; j < features; ++j) {
       h.mutable_bounds()->add_lower(lo);
       h.mutable_bounds()->add_upper(hi);
     }
@@ -275,7 +331,10 @@ std::vector<Command> DatasetCommands() {
        "import a dataset file (curator); one transaction, nothing "
        "half-imported",
        {{"format", false, "libsvm (default) or csv", "FORMAT"},
-        {"dimension", false, "number of features (required for libsvm)", "D"},
+        {"dimension", false,
+         "number of features: required for libsvm; csv infers it from the "
+         "first line (if given, it must match)",
+         "D"},
         {"public", true, "public dataset: no budget; for evaluation/baselines"},
         {"epsilon-budget", false, "total epsilon of a private dataset", "E"},
         {"delta-budget", false, "total delta of a private dataset", "D"},
@@ -288,7 +347,9 @@ std::vector<Command> DatasetCommands() {
         {"label-column", false, "0-based label column of a CSV (default last)",
          "N"},
         {"row-norm-bound", false, "declared public bound on row L2 norms", "B"},
-        {"feature-bounds", false, "declared bounds LO:HI for every feature",
+        {"feature-bounds", false,
+         "declared bounds LO:HI for every feature (of --dimension, or of the "
+         "CSV file's first line)",
          "LO:HI"},
         {"description", false, "free-text description", "TEXT"},
         {"polytope", false,

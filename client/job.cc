@@ -59,11 +59,19 @@ absl::StatusOr<pb::JobSpec> ReadSpec(const std::string& path) {
 }
 
 void PrintCalibration(const pb::Calibration& c) {
+  // Calibration.noise_stddev (proto/dpopt/v1/dpopt.proto): on the noised
+  // vector itself, before any averaging.
   std::cout << absl::StrFormat(
-      "  noise      multiplier %s (std %s per coordinate of the clipped sum)\n"
+      "  noise      multiplier %s; %s\n"
       "  steps      %d, sampling rate %s (expected batch %s), clip norm %s\n",
-      Num(c.noise_multiplier()), Num(c.noise_stddev()), c.steps(),
-      Num(c.sampling_rate()), Num(c.expected_batch_size()), Num(c.clip_norm()));
+      Num(c.noise_multiplier()),
+      c.noise_stddev() > 0
+          ? absl::StrCat("std ", Num(c.noise_stddev()),
+                         " per coordinate of the noised vector (gradient "
+                         "jobs: the clipped gradient sum, before averaging)")
+          : std::string("no additive noise"),
+      c.steps(), Num(c.sampling_rate()), Num(c.expected_batch_size()),
+      Num(c.clip_norm()));
   if (c.work_units() > 0) {
     std::cout << absl::StrFormat(
         "  work       at most %s row-coordinate operations (public bound, "

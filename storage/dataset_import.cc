@@ -268,6 +268,7 @@ class DatasetParser::RowParser {
  public:
   explicit RowParser(const ImportOptions& options)
       : options_(options),
+        dimension_(options.dimension),
         labels_(options_),
         bounds_(options_.bounds, options_.format == DatasetFormat::kLibsvm),
         header_pending_(options_.format == DatasetFormat::kCsv &&
@@ -280,6 +281,9 @@ class DatasetParser::RowParser {
                ? ParseLibsvm(line_no, line, block)
                : ParseCsv(line_no, line, block, header);
   }
+
+  // The declared dimension, or the inferred one (0 until the first CSV line).
+  int64_t dimension() const { return dimension_; }
 
  private:
   absl::Status ParseLibsvm(int64_t line_no, absl::string_view line,
@@ -353,7 +357,7 @@ class DatasetParser::RowParser {
   // SimpleAtod parses, such as "+1"). Splitting first and parsing each token
   // took 40% of the import's parsing time.
   bool ParseCsvFast(int64_t line_no, absl::string_view line, ParsedRows& out) {
-    const int64_t columns = options_.dimension + 1;
+    const int64_t columns = dimension_ + 1;
     const int64_t label_col =
         options_.csv_label_column < 0 ? columns - 1 : options_.csv_label_column;
     const size_t start = out.values.size();
@@ -412,23 +416,22 @@ class DatasetParser::RowParser {
   absl::Status ParseCsv(int64_t line_no, absl::string_view line,
                         ParsedRows& out, std::vector<std::string>& header) {
     if (options_.csv_delimiter == CsvDelimiter::kComma && !header_pending_ &&
-        ParseCsvFast(line_no, line, out)) {
+        dimension_ > 0 && ParseCsvFast(line_no, line, out)) {
+      first_line_ = std::min(first_line_, line_no);
       return absl::OkStatus();
     }
-    const int64_t columns = options_.dimension + 1;
-    const int64_t label_col =
-        options_.csv_label_column < 0 ? columns - 1 : options_.csv_label_column;
     if (options_.csv_delimiter == CsvDelimiter::kComma) {
       SplitComma(line, &tokens_);
     } else {
       SplitWhitespace(line, &tokens_);
     }
-    if (static_cast<int64_t>(tokens_.size()) != columns) {
-      return LineError(
-          line_no, absl::StrCat("expected ", columns, " columns (dimension ",
-                                options_.dimension, " + 1 label), found ",
-                                tokens_.size()));
-    }
+    const int64_t found = static_cast<int64_t>(tokens_.size());
+    if (dimension_ == 0) RETURN_IF_ERROR(InferDimension(line_no, found));
+    const int64_t columns = dimension_ + 1;
+    const int64_t label_col =
+        options_.csv_label_column < 0 ? columns - 1 : options_.csv_label_column;
+    if (found != columns) return ColumnCountError(line_no, found);
+    first_line_ = std::min(first_line_, line_no);
     if (header_pending_) {
       header_pending_ = false;
       for (int64_t c = 0; c < columns; ++c) {
@@ -467,7 +470,60 @@ class DatasetParser::RowParser {
     return absl::OkStatus();
   }
 
+  // The dimension of a CSV file without a declared one: its first non-blank
+  // line's column count minus the label column.
+  absl::Status InferDimension(int64_t line_no, int64_t columns) {
+    const int64_t d = columns - 1;
+    if (d < 1) {
+      return LineError(line_no,
+                       "found 1 column: a CSV row needs at least one feature "
+                       "column and the label column");
+    }
+    if (d > ImportOptions::kMaxDimension) {
+      return LineError(line_no,
+                       absl::StrCat("found ", columns, " columns: at most ",
+                                    ImportOptions::kMaxDimension,
+                                    " features (+ 1 label) are allowed"));
+    }
+    if (absl::Status s = options_.ValidateDimension(d); !s.ok()) {
+      return LineError(line_no, absl::StrCat(columns,
+                                             " columns make the "
+                                             "dimension ",
+                                             d, ", but ", s.message()));
+    }
+    dimension_ = d;
+    inferred_from_ = line_no;
+    return absl::OkStatus();
+  }
+
+  absl::Status ColumnCountError(int64_t line_no, int64_t found) const {
+    const int64_t columns = dimension_ + 1;
+    if (inferred_from_ > 0) {
+      return LineError(
+          line_no, absl::StrCat("expected ", columns, " columns (dimension ",
+                                dimension_, " + 1 label, as on line ",
+                                inferred_from_, "), found ", found));
+    }
+    if (line_no <= first_line_) {
+      // The file's first line disagrees with the declared dimension.
+      return LineError(
+          line_no, absl::StrCat("the file has ", found, " columns (dimension ",
+                                found - 1,
+                                " + 1 label) but the declared "
+                                "dimension is ",
+                                dimension_, "; declare ", found - 1,
+                                " or leave the dimension out to infer it"));
+    }
+    return LineError(line_no,
+                     absl::StrCat("expected ", columns, " columns (dimension ",
+                                  dimension_, " + 1 label), found ", found));
+  }
+
   const ImportOptions options_;
+  int64_t dimension_;          // declared, or inferred (0 until then)
+  int64_t inferred_from_ = 0;  // the line the dimension was inferred from
+  // The first non-blank line parsed without error (the header or a row).
+  int64_t first_line_ = std::numeric_limits<int64_t>::max();
   LabelChecker labels_;
   BoundsChecker bounds_;
   bool header_pending_;
@@ -503,6 +559,12 @@ void DatasetParser::ResetBlock() {
   if (sparse_) {
     block_.row_offsets.push_back(0);
   } else {
+    ReserveBlock();
+  }
+}
+
+void DatasetParser::ReserveBlock() {
+  if (dimension_ > 0) {
     // A dense block's size is known: reserving it spares the copies of a
     // growing vector (6% of the import's parsing time). The block ends at
     // max_rows rows or once it holds max_values values (one row more at
@@ -535,6 +597,13 @@ absl::Status DatasetParser::Line(absl::string_view line) {
   if (IsBlankLine(line)) return absl::OkStatus();
   const int64_t before = block_.rows;
   RETURN_IF_ERROR(rows_->Parse(line_no_, line, block_, header_names_));
+  if (dimension_ != rows_->dimension()) {
+    // Inferred from this, the file's first line: the block is still empty
+    // or holds this line's row.
+    dimension_ = rows_->dimension();
+    block_.dimension = dimension_;
+    if (!sparse_) ReserveBlock();
+  }
   if (block_.rows == before) return absl::OkStatus();  // the CSV header
   if (rows_total_ + block_.rows > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError("file has too many rows");
@@ -670,9 +739,14 @@ absl::Status ImportOptions::Validate() const {
   if (format != DatasetFormat::kLibsvm && format != DatasetFormat::kCsv) {
     return absl::InvalidArgumentError("unknown dataset format");
   }
-  if (dimension < 1 || dimension > kMaxDimension) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dimension must be in [1, ", kMaxDimension, "]"));
+  const bool inferred = format == DatasetFormat::kCsv && dimension == 0;
+  if (!inferred && (dimension < 1 || dimension > kMaxDimension)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dimension must be in [1, ", kMaxDimension, "]",
+        format == DatasetFormat::kCsv
+            ? " (or 0: inferred from the CSV file's first line)"
+            : " (a LIBSVM file does not define it: declare the number of "
+              "features)"));
   }
   if (is_public) {
     if (epsilon_budget != 0 || delta_budget != 0) {
@@ -732,9 +806,9 @@ absl::Status ImportOptions::Validate() const {
         csv_delimiter != CsvDelimiter::kWhitespace) {
       return absl::InvalidArgumentError("unknown CSV delimiter");
     }
-    if (csv_label_column < -1 || csv_label_column > dimension) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "csv_label_column must be -1 (last) or in [0, ", dimension, "]"));
+    if (csv_label_column < -1) {
+      return absl::InvalidArgumentError(
+          "csv_label_column must be -1 (last) or a 0-based column");
     }
   }
   if (bounds.lower.size() != bounds.upper.size()) {
@@ -742,11 +816,6 @@ absl::Status ImportOptions::Validate() const {
         "declared lower and upper bounds must have the same length");
   }
   if (bounds.has_feature_bounds()) {
-    if (static_cast<int64_t>(bounds.lower.size()) != dimension) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "declared feature bounds must have one entry per feature (",
-          dimension, "), got ", bounds.lower.size()));
-    }
     if (!IsFiniteVector(bounds.lower) || !IsFiniteVector(bounds.upper)) {
       return absl::InvalidArgumentError(
           "declared feature bounds must be finite");
@@ -767,11 +836,6 @@ absl::Status ImportOptions::Validate() const {
         "description is longer than ", kMaxDescriptionBytes, " bytes"));
   }
   if (!feature_names.empty()) {
-    if (static_cast<int64_t>(feature_names.size()) != dimension) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("feature_names must have one name per feature (",
-                       dimension, "), got ", feature_names.size()));
-    }
     for (const std::string& n : feature_names) {
       if (n.size() > kMaxFeatureNameBytes) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -781,6 +845,27 @@ absl::Status ImportOptions::Validate() const {
         return absl::InvalidArgumentError("feature names may not contain NUL");
       }
     }
+  }
+  if (!inferred) RETURN_IF_ERROR(ValidateDimension(dimension));
+  return absl::OkStatus();
+}
+
+absl::Status ImportOptions::ValidateDimension(int64_t d) const {
+  if (format == DatasetFormat::kCsv && csv_label_column > d) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("csv_label_column must be -1 (last) or in [0, ", d, "]"));
+  }
+  if (bounds.has_feature_bounds() &&
+      static_cast<int64_t>(bounds.lower.size()) != d) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "declared feature bounds must have one entry per feature (", d,
+        "), got ", bounds.lower.size()));
+  }
+  if (!feature_names.empty() &&
+      static_cast<int64_t>(feature_names.size()) != d) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("feature_names must have one name per feature (", d,
+                     "), got ", feature_names.size()));
   }
   return absl::OkStatus();
 }

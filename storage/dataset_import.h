@@ -26,8 +26,9 @@ namespace dpopt::storage {
 enum class DatasetFormat {
   kLibsvm = 0,  // "label idx:val idx:val ..." with 1-based, increasing
                 // indices; stored sparse
-  kCsv = 1,     // dense, one label column + `dimension` feature columns;
-                // stored dense
+  kCsv = 1,     // dense, one label column + `dimension` feature columns
+                // (the dimension may be inferred from the file); stored
+                // dense
 };
 
 enum class CsvDelimiter {
@@ -73,8 +74,11 @@ struct ImportOptions {
   // [A-Za-z0-9._-]{1,64}; unique in the database.
   std::string name;
   DatasetFormat format = DatasetFormat::kLibsvm;
-  // Number of features, declared by the curator. Rows never define it: a
-  // LIBSVM file whose largest index is below `dimension` is fine.
+  // Number of features. LIBSVM: declared by the curator, required; rows
+  // never define it (a file whose largest index is below `dimension` is
+  // fine). CSV: 0 means "infer it from the first non-blank line" (its column
+  // count minus the label column; every later row must have as many
+  // columns); a declared dimension must match the file. Otherwise
   // 1 <= dimension <= kMaxDimension.
   int64_t dimension = 0;
 
@@ -100,7 +104,8 @@ struct ImportOptions {
   // the feature names when `feature_names` is empty.
   bool csv_has_header = false;
   // 0-based column holding the label, or -1 for the last column. Each row
-  // has exactly dimension + 1 columns.
+  // has exactly dimension + 1 columns (with an inferred dimension the column
+  // must exist in the first line).
   int64_t csv_label_column = -1;
 
   DeclaredBounds bounds;
@@ -118,8 +123,15 @@ struct ImportOptions {
   static constexpr size_t kMaxDescriptionBytes = 4096;
   static constexpr size_t kMaxFeatureNameBytes = 256;
 
-  // INVALID_ARGUMENT naming the offending field.
+  // INVALID_ARGUMENT naming the offending field. With an inferred CSV
+  // dimension (0), the checks that need the dimension wait for
+  // ValidateDimension.
   absl::Status Validate() const;
+  // The checks that depend on the dimension (csv_label_column, the per-
+  // feature bounds' and feature_names' lengths) for dimension `d` in
+  // [1, kMaxDimension]; Validate() runs them when `dimension` is declared,
+  // DatasetParser once it has inferred it.
+  absl::Status ValidateDimension(int64_t d) const;
 };
 
 // True iff `name` matches [A-Za-z0-9._-]{1,64}.
@@ -184,6 +196,9 @@ class DatasetParser {
   // last block; INVALID_ARGUMENT "file has no data rows" if there were none.
   absl::Status Finish();
 
+  // The declared dimension, or the one inferred from a CSV file's first
+  // non-blank line (0 until that line is parsed).
+  int64_t dimension() const { return dimension_; }
   // Rows and stored values handed to the sink so far.
   int64_t rows() const { return rows_total_; }
   int64_t nonzeros() const { return nonzeros_total_; }
@@ -198,12 +213,13 @@ class DatasetParser {
   absl::Status Flush();
   absl::Status Fail(absl::Status s);
   void ResetBlock();
+  void ReserveBlock();
 
   const BlockLimits limits_;
   BlockSink sink_;
   std::unique_ptr<RowParser> rows_;
   const bool sparse_;
-  const int64_t dimension_;
+  int64_t dimension_;  // 0 until inferred (CSV without a declared dimension)
   ParsedRows block_;
   std::string carry_;  // the current line's bytes from earlier chunks
   int64_t line_no_ = 0;
@@ -219,8 +235,10 @@ class DatasetParser {
 // on each line) are ignored.
 // Errors (all INVALID_ARGUMENT, naming the 1-based line): no data rows;
 // malformed token; NaN or Inf; LIBSVM index < 1, > dimension, or not strictly
-// increasing; CSV row with a column count other than dimension + 1; bad label
-// for the label kind; value outside the declared bounds.
+// increasing; CSV row with a column count other than dimension + 1 (the
+// declared dimension, or the one inferred from the first line; a declared
+// dimension that disagrees with the first line is named with the file's);
+// bad label for the label kind; value outside the declared bounds.
 absl::StatusOr<ParsedRows> ParseDatasetFile(const ImportOptions& options,
                                             absl::string_view file_bytes);
 

@@ -153,10 +153,12 @@ absl::Status CheckNameFreeLocked(Connection& conn, absl::string_view name) {
       "reserved with its ledger)"));
 }
 
-// Inserts the metadata row; returns its id.
+// Inserts the metadata row with `dimension` (options.dimension may be 0: a
+// CSV file's inferred dimension); returns its id.
 absl::StatusOr<int64_t> InsertDatasetRowLocked(Connection& conn,
                                                const ImportOptions& options,
-                                               int64_t rows, int64_t nonzeros,
+                                               int64_t dimension, int64_t rows,
+                                               int64_t nonzeros,
                                                int64_t deleted_at) {
   ASSIGN_OR_RETURN(
       Statement insert,
@@ -168,7 +170,7 @@ absl::StatusOr<int64_t> InsertDatasetRowLocked(Connection& conn,
                    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   RETURN_IF_ERROR(insert.BindText(1, options.name));
   RETURN_IF_ERROR(insert.BindInt64(2, rows));
-  RETURN_IF_ERROR(insert.BindInt64(3, options.dimension));
+  RETURN_IF_ERROR(insert.BindInt64(3, dimension));
   RETURN_IF_ERROR(insert.BindInt64(4, nonzeros));
   RETURN_IF_ERROR(insert.BindInt64(5, options.is_public ? 1 : 0));
   RETURN_IF_ERROR(
@@ -302,6 +304,12 @@ absl::StatusOr<DatasetRecord> DatasetStore::Import(
 absl::StatusOr<DatasetRecord> DatasetStore::ImportParsed(
     const ImportOptions& options, const ParsedRows& rows) {
   RETURN_IF_ERROR(options.Validate());
+  if (options.dimension != 0 && rows.dimension != options.dimension) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the parsed rows have dimension ", rows.dimension,
+                     ", the options declare ", options.dimension));
+  }
+  RETURN_IF_ERROR(options.ValidateDimension(rows.dimension));
   std::vector<std::string> feature_names = options.feature_names;
   if (feature_names.empty()) feature_names = rows.header_names;
   const int block_rows = db_.options().block_rows;
@@ -313,8 +321,8 @@ absl::StatusOr<DatasetRecord> DatasetStore::ImportParsed(
         RETURN_IF_ERROR(CheckNameFreeLocked(conn, options.name));
         ASSIGN_OR_RETURN(
             const int64_t id,
-            InsertDatasetRowLocked(conn, options, rows.rows, rows.nonzeros(),
-                                   /*deleted_at=*/0));
+            InsertDatasetRowLocked(conn, options, rows.dimension, rows.rows,
+                                   rows.nonzeros(), /*deleted_at=*/0));
         RETURN_IF_ERROR(InsertFeatureNamesLocked(conn, id, feature_names));
         RETURN_IF_ERROR(InsertBlocks(conn, id, rows, block_rows));
         ASSIGN_OR_RETURN(DatasetRecord record, GetByIdLocked(conn, id));
@@ -334,9 +342,18 @@ absl::StatusOr<std::unique_ptr<StagedImport>> DatasetStore::BeginImport(
         RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate,
                                   Transaction::Durability::kRelaxed));
         RETURN_IF_ERROR(CheckNameFreeLocked(conn, options.name));
-        // num_rows is a placeholder (the schema requires > 0) until Commit.
+        // num_rows, and an inferred dimension, are placeholders (the schema
+        // requires > 0) until Commit. The placeholder dimension agrees with
+        // declared per-feature bounds (which the inferred one must match), so
+        // reading the staged row meanwhile (a Get by name) finds it
+        // consistent.
+        const int64_t dimension =
+            options.dimension > 0 ? options.dimension
+            : options.bounds.has_feature_bounds()
+                ? static_cast<int64_t>(options.bounds.lower.size())
+                : 1;
         ASSIGN_OR_RETURN(int64_t id, InsertDatasetRowLocked(
-                                         conn, options, /*rows=*/1,
+                                         conn, options, dimension, /*rows=*/1,
                                          /*nonzeros=*/0, kImportInProgress));
         RETURN_IF_ERROR(txn.Commit());
         return id;

@@ -171,13 +171,15 @@ absl::StatusOr<DatasetRecord> StagedImport::Commit() {
         ASSIGN_OR_RETURN(
             Statement up,
             conn.Prepare("UPDATE datasets SET num_rows = ?, nonzeros = ?, "
-                         "created_at = ?, deleted_at = 0 WHERE id = ? AND "
-                         "deleted_at = ?"));
+                         "dimension = ?, created_at = ?, deleted_at = 0 WHERE "
+                         "id = ? AND deleted_at = ?"));
         RETURN_IF_ERROR(up.BindInt64(1, rows));
         RETURN_IF_ERROR(up.BindInt64(2, nonzeros));
-        RETURN_IF_ERROR(up.BindInt64(3, internal::NowMicros()));
-        RETURN_IF_ERROR(up.BindInt64(4, id_));
-        RETURN_IF_ERROR(up.BindInt64(5, kImportInProgress));
+        // The declared dimension, or the one inferred from the file.
+        RETURN_IF_ERROR(up.BindInt64(3, parser_->dimension()));
+        RETURN_IF_ERROR(up.BindInt64(4, internal::NowMicros()));
+        RETURN_IF_ERROR(up.BindInt64(5, id_));
+        RETURN_IF_ERROR(up.BindInt64(6, kImportInProgress));
         RETURN_IF_ERROR(up.Run());
         if (conn.Changes() != 1) {
           return absl::InternalError("the staged import was removed");

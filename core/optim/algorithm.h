@@ -76,8 +76,20 @@ struct Calibration {
   // z: noise standard deviation / effective L2 sensitivity (Gaussian), or
   // scale / effective L1 sensitivity (Laplace).
   double noise_multiplier = 0;
-  // Per-coordinate standard deviation of the noise in the released
-  // (normalised) gradient: sigma / (q * n). Public, for display.
+  // Public, for display; one meaning for every job type: the standard
+  // deviation of the noise the job's sampler adds to each coordinate of the
+  // vector it privatizes, at the job's first noisy release (later ones may
+  // differ: accel_*_opt stages, line-search budgets, bilevel mechanisms),
+  // before any normalisation of that vector. For the gradient families (dp_gd,
+  // dp_sgd, accel_*, line search, dp_dda) that vector is the clipped gradient
+  // sum, so it is noise_multiplier * clip_norm, widened by the noise grid's
+  // rounding allowance (noise::GaussianPlan::sigma = z (C + g sqrt(d))), and
+  // the averaged gradient's is it / expected_batch_size. Laplace noise of scale
+  // b reports sqrt(2) b; the bilevel family's releases are the clipped sums / q
+  // of its first mechanism (inner solve 1; the notes give every mechanism's);
+  // pa_perturb_* report the vector Laplace noise's sqrt(d + 1) / lambda on the
+  // offsets or the solution. 0: no additive noise (exponential mechanisms:
+  // pa_exponential, pa_subgradient; non-private jobs).
   double noise_stddev = 0;
   int64_t steps = 0;
   double sampling_rate = 1;

@@ -140,7 +140,8 @@ class DpSgd final : public Algorithm {
     c.work_units = PassWork(static_cast<double>(steps), info.rows, p);
     c.sampling_rate = q;
     c.expected_batch_size = q * static_cast<double>(info.rows);
-    c.noise_stddev = plan.sigma / c.expected_batch_size;
+    // Calibration::noise_stddev: on each coordinate of the clipped sum.
+    c.noise_stddev = plan.sigma;
     c.clip_norm = clip;
     c.rows = info.rows;
     c.dimension = info.dimension;

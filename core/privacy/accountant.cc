@@ -116,12 +116,16 @@ absl::Status NoNoiseReaches(const std::function<DpEvent(double)>& make_event,
     if (at_max.ok() && at_max->epsilon > epsilon &&
         at_max->epsilon <= 2 * floor) {
       return absl::OutOfRangeError(absl::StrCat(
-          "the RDP accountant cannot reach epsilon ", epsilon, " at delta ",
+          "the RDP accountant cannot certify epsilon ", epsilon, " at delta ",
           delta, ": its Renyi orders stop at ", alpha,
-          ", and converting at them costs epsilon ", at_max->epsilon,
-          " even at the largest noise multiplier (", max_noise_multiplier,
-          "). Use the PLD accountant (\"privacy\": {\"accountant\": "
-          "\"ACCOUNTANT_PLD\"}), or a larger epsilon or delta"));
+          ", and the conversion from Renyi DP to (epsilon, delta) at them "
+          "costs about (ln(1/delta) - ln(alpha)) / (alpha - 1) = ",
+          floor, " by itself, so the smallest epsilon it can certify at delta ",
+          delta, " is ", at_max->epsilon, " (at the largest noise multiplier, ",
+          max_noise_multiplier,
+          "). Use the PLD accountant, which has no such floor (job spec: "
+          "\"privacy\": {\"accountant\": \"ACCOUNTANT_PLD\"}; dpopt privacy "
+          "commands: --accountant=pld), or a larger epsilon or delta"));
     }
   }
   return absl::OutOfRangeError(

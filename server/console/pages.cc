@@ -519,7 +519,9 @@ Page Pages::Job(const std::string& authorization, const std::string& id) {
   }
   std::string calibration =
       DefinitionList({{"noise multiplier", Number(c.noise_multiplier())},
-                      {"noise stddev", Number(c.noise_stddev())},
+                      {"noise std per coordinate of the noised vector "
+                       "(gradient sum, before averaging)",
+                       Number(c.noise_stddev())},
                       {"steps", absl::StrCat(c.steps())},
                       {"sampling rate", Number(c.sampling_rate())},
                       {"expected batch size", Number(c.expected_batch_size())},

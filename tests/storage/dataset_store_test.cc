@@ -68,6 +68,11 @@ TEST(ImportOptionsTest, Validate) {
   EXPECT_THAT(
       Libsvm("a", 0).Validate(),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dimension")));
+  // A CSV file's dimension may be left to the file (0); never negative.
+  EXPECT_OK(Csv("a", 0).Validate());
+  EXPECT_THAT(
+      Csv("a", -1).Validate(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dimension")));
 
   ImportOptions o = Libsvm("a", 3);
   o.epsilon_budget = 0;
@@ -248,7 +253,53 @@ std::vector<BadInput> BadInputs() {
        "line 2: row L2 norm exceeds"},
       {"NulByte", s, std::string("1 1:1\n\0", 7), "NUL"},
       {"CsvTooFewColumns", c, "1,2,1\n1,1\n", "line 2: expected 3 columns"},
-      {"CsvTooManyColumns", c, "1,2,1,4\n", "line 1: expected 3 columns"},
+      {"CsvTooManyColumns", c, "1,2,1\n1,2,1,4\n",
+       "line 2: expected 3 columns (dimension 2 + 1 label), found 4"},
+      // A declared dimension that disagrees with the file names both.
+      {"CsvDeclaredDimensionDisagrees", c, "1,2,3,1\n",
+       "line 1: the file has 4 columns (dimension 3 + 1 label) but the "
+       "declared dimension is 2"},
+      {"CsvDeclaredDimensionDisagreesAfterBlankLines", c, "\n \n1,1\n",
+       "line 3: the file has 2 columns (dimension 1 + 1 label) but the "
+       "declared dimension is 2"},
+      // An inferred dimension: every row is checked against the first line.
+      {"CsvInferredRowTooShort", Csv("bad", 0), "1,2,3,1\n4,5,6,1\n1,2,1\n",
+       "line 3: expected 4 columns (dimension 3 + 1 label, as on line 1), "
+       "found 3"},
+      {"CsvInferredRowTooLong", Csv("bad", 0), "\n1,2,1\n1,2,3,1\n",
+       "line 3: expected 3 columns (dimension 2 + 1 label, as on line 2), "
+       "found 4"},
+      {"CsvInferredWhitespaceRow",
+       [] {
+         ImportOptions o = Csv("bad", 0);
+         o.csv_delimiter = CsvDelimiter::kWhitespace;
+         return o;
+       }(),
+       "1 2 1\n1 2 3 1\n", "line 2: expected 3 columns"},
+      {"CsvInferredFromHeader",
+       [] {
+         ImportOptions o = Csv("bad", 0);
+         o.csv_has_header = true;
+         return o;
+       }(),
+       "a,b,y\n1,2,3,1\n",
+       "line 2: expected 3 columns (dimension 2 + 1 label, as on line 1), "
+       "found 4"},
+      {"CsvInferredSingleColumn", Csv("bad", 0), "1\n",
+       "line 1: found 1 column"},
+      {"CsvInferredBoundsOfAnotherLength",
+       WithBounds(Csv("bad", 0), {-1, -1}, {1, 1}), "1,2,3,1\n",
+       "line 1: 4 columns make the dimension 3, but declared feature bounds "
+       "must have one entry per feature (3), got 2"},
+      {"CsvInferredLabelColumnBeyondTheRow",
+       [] {
+         ImportOptions o = Csv("bad", 0);
+         o.csv_label_column = 3;
+         return o;
+       }(),
+       "1,2,1\n",
+       "line 1: 3 columns make the dimension 2, but "
+       "csv_label_column must be -1 (last) or in [0, 2]"},
       {"CsvEmptyField", c, "1,,1\n", "line 1: column 2 is not a number"},
       {"CsvNan", c, "1,NaN,1\n", "line 1: column 2 is NaN or Inf"},
       {"CsvInf", c, "-inf,0,1\n", "line 1: column 1 is NaN or Inf"},
@@ -261,7 +312,9 @@ std::vector<BadInput> BadInputs() {
          o.csv_has_header = true;
          return o;
        }(),
-       "a,y\n1,2,1\n", "line 1: expected 3 columns"},
+       "a,y\n1,2,1\n",
+       "line 1: the file has 2 columns (dimension 1 + 1 label) but the "
+       "declared dimension is 2"},
   };
 }
 
@@ -390,8 +443,8 @@ TEST_F(DatasetStoreTest, ImportGetListAndMetadata) {
               StatusIs(absl::StatusCode::kNotFound));
 }
 
-// Piecewise-affine: a max-affine problem's public description is stored and read
-// back as is, with the linf_offsets relation; the relation and the
+// Piecewise-affine: a max-affine problem's public description is stored and
+// read back as is, with the linf_offsets relation; the relation and the
 // description go together.
 TEST_F(DatasetStoreTest, ProblemDescriptionRoundTrips) {
   ImportOptions o = Csv("pa", 2);
@@ -468,6 +521,54 @@ TEST_F(DatasetStoreTest, DenseLoadRoundTripsExactly) {
   EXPECT_EQ(d.labels(), labels);
   EXPECT_EQ(d.num_classes(), 4);
   EXPECT_EQ(Count("dataset_blocks"), 3);
+}
+
+// A CSV import without a declared dimension takes it from the first line,
+// on the streaming path (Import) and the parsed one (ImportParsed).
+TEST_F(DatasetStoreTest, CsvDimensionIsInferredFromTheFirstLine) {
+  const std::string file = "\n0.5,1,2,1\n3,4,5,0\n";
+  ASSERT_OK_AND_ASSIGN(DatasetRecord r,
+                       db_->datasets().Import(Csv("inferred", 0), file));
+  EXPECT_EQ(r.dimension, 3);
+  EXPECT_EQ(r.rows, 2);
+  ASSERT_OK_AND_ASSIGN(Dataset d, db_->datasets().Load("inferred"));
+  Eigen::MatrixXd expected(2, 3);
+  expected << 0.5, 1, 2, 3, 4, 5;
+  EXPECT_EQ(d.dense(), expected);
+  EXPECT_EQ(d.dimension(), 3);
+
+  ASSERT_OK_AND_ASSIGN(ParsedRows rows,
+                       ParseDatasetFile(Csv("parsed", 0), file));
+  EXPECT_EQ(rows.dimension, 3);
+  ASSERT_OK_AND_ASSIGN(DatasetRecord p,
+                       db_->datasets().ImportParsed(Csv("parsed", 0), rows));
+  EXPECT_EQ(p.dimension, 3);
+  // Declared and matching: the same dataset.
+  ASSERT_OK_AND_ASSIGN(DatasetRecord declared,
+                       db_->datasets().Import(Csv("declared", 3), file));
+  EXPECT_EQ(declared.dimension, 3);
+  // Rows of another dimension than the options declare are refused.
+  EXPECT_THAT(db_->datasets().ImportParsed(Csv("mismatch", 2), rows),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("dimension 3, the options declare 2")));
+}
+
+TEST_F(DatasetStoreTest, InferredCsvDimensionWithHeaderBoundsAndSmallBlocks) {
+  ImportOptions o = Csv("h", 0);
+  o.csv_has_header = true;
+  o.bounds.lower = {0, 0};
+  o.bounds.upper = {10, 10};
+  // Many blocks: the first is reserved before the dimension is known.
+  std::string file = "x1,x2,label\n";
+  for (int i = 0; i < 10000; ++i) file += absl::StrCat(i % 10, ",1,1\n");
+  ASSERT_OK_AND_ASSIGN(DatasetRecord r, db_->datasets().Import(o, file));
+  EXPECT_EQ(r.dimension, 2);
+  EXPECT_EQ(r.rows, 10000);
+  EXPECT_THAT(r.feature_names, ElementsAre("x1", "x2"));
+  ASSERT_OK_AND_ASSIGN(Dataset d, db_->datasets().Load("h"));
+  ASSERT_EQ(d.dense().rows(), 10000);
+  EXPECT_EQ(d.dense()(9999, 0), 9);
+  EXPECT_EQ(d.dense()(9999, 1), 1);
 }
 
 TEST_F(DatasetStoreTest, CsvHeaderBecomesFeatureNames) {

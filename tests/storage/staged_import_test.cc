@@ -1,6 +1,8 @@
 // Streaming import: DatasetParser (chunks in, bounded blocks out)
 // and StagedImport (blocks stored in short transactions, invisible until the
 // final commit, removed without a trace on error, discard or crash).
+#include "storage/staged_import.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,7 +23,6 @@
 #include "storage/database.h"
 #include "storage/dataset_import.h"
 #include "storage/dataset_store.h"
-#include "storage/staged_import.h"
 #include "storage/ledger.h"
 #include "storage/sqlite.h"
 #include "tests/common/status_matchers.h"
@@ -312,9 +313,14 @@ TEST(DatasetParserTest, CsvFastPathAgreesWithTheGeneralPath) {
     EXPECT_EQ(fast->values, general->values) << row;
   }
   // Errors: the general path's, whatever the fast path saw first.
+  EXPECT_THAT(ParseDatasetFile(comma, "1,2,3,4\n1,2,3\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("line 2: expected 4 columns")));
+  // On the first line, the declared dimension disagrees with the file's.
   EXPECT_THAT(ParseDatasetFile(comma, "1,2,3\n"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("expected 4 columns")));
+                       HasSubstr("the file has 3 columns (dimension 2 + 1 "
+                                 "label) but the declared dimension is 3")));
   EXPECT_THAT(ParseDatasetFile(comma, "1,nan,3,4\n"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("label is NaN or Inf")));
@@ -377,6 +383,26 @@ class StagedImportTest : public ::testing::Test {
 
 constexpr char kFile[] =
     "1 1:0.5 3:-2\n-1 2:1e-3\n1 1:1 2:2 3:3\n-1\n1 3:0.75\n";
+
+// A CSV import whose dimension the file gives: while it is staged, the
+// dataset is not found (its placeholder metadata reads back consistently,
+// declared bounds and all); the commit stores the inferred dimension.
+TEST_F(StagedImportTest, InferredCsvDimensionIsStoredAtCommit) {
+  ImportOptions o = Csv("c", 0);
+  o.bounds.lower = {-10, -10, -10};
+  o.bounds.upper = {10, 10, 10};
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<StagedImport> import,
+                       db_->datasets().BeginImport(o));
+  ASSERT_OK(import->Write("1,2,3,1\n4,5,"));
+  EXPECT_THAT(db_->datasets().Get("c"), StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_OK(import->Write("6,-1\n"));
+  ASSERT_OK_AND_ASSIGN(DatasetRecord r, import->Commit());
+  EXPECT_EQ(r.dimension, 3);
+  EXPECT_EQ(r.rows, 2);
+  ASSERT_OK_AND_ASSIGN(Dataset loaded, db_->datasets().Load("c"));
+  EXPECT_EQ(loaded.dimension(), 3);
+  EXPECT_EQ(loaded.dense()(1, 2), 6);
+}
 
 TEST_F(StagedImportTest, RowsAreInvisibleUntilCommitAndTheNameIsReserved) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<StagedImport> import,

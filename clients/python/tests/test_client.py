@@ -215,9 +215,13 @@ def test_result_gathers_every_page_of_a_long_trace(curator):
 
 
 def test_result_waits_like_a_future(curator):
-    job = curator.submit(dpsgd(steps=300, epsilon=0.2), wait=False)
-    res = job.result()  # waits for the job instead of refusing a queued one
+    # Long enough (200 epochs) to be still queued or running when result()
+    # is called: the server's own view of the job is checked first.
+    job = curator.submit(dpsgd(steps=20000, epsilon=0.5), wait=False)
+    assert job.refresh().state in (dpopt.JobState.QUEUED, dpopt.JobState.RUNNING)
+    res = job.result()  # waits for the job instead of refusing an unfinished one
     assert job.state == "SUCCEEDED", job.message
+    assert job.steps_done == 20000
     assert res.weights.shape == (123,)
 
 
@@ -313,6 +317,24 @@ def test_import_arrays_round_trip(curator):
     with pytest.raises(dpopt.NotFoundError):
         curator.dataset("pytest-small")
     assert "pytest-small" not in {d.name for d in curator.datasets()}
+
+
+def test_import_csv_infers_its_dimension(curator):
+    d = curator.import_dataset("pytest-csv", b"0.5,1,2,1\n3,4,5,-1\n", format="csv",
+                               label_last=True, public=True)
+    assert (d.rows, d.dimension) == (2, 3)
+    # A declared dimension must match the file; a row of another width is
+    # refused naming its line.
+    with pytest.raises(dpopt.InvalidRequestError) as e:
+        curator.import_dataset("pytest-csv2", b"0.5,1,2,1\n", format="csv",
+                               label_last=True, dimension=2, public=True)
+    assert e.value.code_name == "INVALID_ARGUMENT"
+    assert "the file has 4 columns (dimension 3 + 1 label)" in e.value.message
+    assert "declared dimension is 2" in e.value.message
+    with pytest.raises(dpopt.InvalidRequestError, match="line 2: expected 4 columns"):
+        curator.import_dataset("pytest-csv2", b"0.5,1,2,1\n3,4,-1\n", format="csv",
+                               label_last=True, public=True)
+    assert curator.delete_dataset("pytest-csv") == 0
 
 
 # ------------------------------------------------------------ TLS

@@ -121,13 +121,16 @@ class Accelerated final : public Algorithm {
       ASSIGN_OR_RETURN(
           noise::LaplacePlan lp,
           noise::PlanLaplace(options_.clip_norm, c.noise_multiplier, p));
-      // Per-coordinate std of Laplace(b) is sqrt(2) b.
-      c.noise_stddev = std::sqrt(2.0) * lp.scale / plan.expected_batch_size;
+      // Calibration::noise_stddev, on each coordinate of the first step's
+      // clipped sum: the std of Laplace(b) is sqrt(2) b.
+      c.noise_stddev = std::sqrt(2.0) * lp.scale;
     } else {
       ASSIGN_OR_RETURN(
           noise::GaussianPlan gp,
           noise::PlanGaussian(options_.clip_norm, c.noise_multiplier, p));
-      c.noise_stddev = gp.sigma / plan.expected_batch_size;
+      // Calibration::noise_stddev, on each coordinate of the first step's
+      // clipped sum.
+      c.noise_stddev = gp.sigma;
     }
     c.steps = plan.steps;
     // At most two gradient evaluations per step (the extrapolated point and

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "core/noise/vector_mechanisms.h"
 #include "core/optim/private_oracle.h"
 #include "core/privacy/accountant.h"
 
@@ -99,6 +100,14 @@ double PlannedMechanism::NoiseMultiplier(double scale) const {
 
 double PlannedMechanism::NominalSigma(double scale) const {
   return NoiseMultiplier(scale) * sensitivity;
+}
+
+absl::StatusOr<double> PlannedMechanism::NoiseStddev(double scale) const {
+  RETURN_IF_ERROR(Validate());
+  ASSIGN_OR_RETURN(noise::GaussianPlan plan,
+                   noise::PlanGaussian(sensitivity / sampling_rate,
+                                       NoiseMultiplier(scale), dimension));
+  return plan.sigma;
 }
 
 absl::StatusOr<privacy::DpEvent> PlannedMechanism::ReleaseEvent(

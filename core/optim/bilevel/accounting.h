@@ -100,6 +100,11 @@ struct PlannedMechanism {
   // Standard deviation of the noise per coordinate: z_j(s) * sensitivity
   // (before the grid's rounding is added; see noise::PlanGaussian).
   double NominalSigma(double scale) const;
+  // The noise sampler's standard deviation per coordinate of one release
+  // (the clipped sum / sampling_rate): noise::PlanGaussian(sensitivity /
+  // sampling_rate, z_j(s), dimension).sigma, the value PrivateSumOracle
+  // adds.
+  absl::StatusOr<double> NoiseStddev(double scale) const;
   // The DpEvent of ONE release at scale s (as the oracle charges it).
   absl::StatusOr<privacy::DpEvent> ReleaseEvent(double scale) const;
 };

@@ -257,8 +257,10 @@ class DpBilevel final : public Algorithm {
                                                         options_.calibration));
     ASSIGN_OR_RETURN(c.event, JobEvent(plan.mechanisms, scale));
     c.noise_multiplier = scale;
-    const PlannedMechanism& last = plan.mechanisms.back();
-    c.noise_stddev = last.NominalSigma(scale) / last.sampling_rate;
+    // Calibration::noise_stddev: the first release's (inner solve 1); the
+    // notes give every mechanism's.
+    ASSIGN_OR_RETURN(c.noise_stddev,
+                     plan.mechanisms.front().NoiseStddev(scale));
     c.notes.push_back(absl::StrFormat(
         "noise_multiplier is the scale s: mechanism j has z_j = s "
         "sqrt(R_j / w_j) (%s calibration, %s accountant; split w_out %.4g, "

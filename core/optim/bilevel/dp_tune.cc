@@ -194,8 +194,10 @@ class DpTune final : public Algorithm {
         info.rows, ParameterBound(info));
     c.expected_batch_size = static_cast<double>(info.rows);
     c.clip_norm = options_.common.clip_norm;
-    const PlannedMechanism& m1 = plan.mechanisms[0];
-    c.noise_stddev = m1.NominalSigma(scale);
+    // Calibration::noise_stddev: the first release's (inner solve 1); the
+    // notes give every mechanism's.
+    ASSIGN_OR_RETURN(c.noise_stddev,
+                     plan.mechanisms.front().NoiseStddev(scale));
     const BudgetSplit split = options_.EffectiveSplit();
     c.notes.push_back(absl::StrFormat(
         "split: %d training / %d validation rows (public normalisers; each "

@@ -101,7 +101,8 @@ class DpGridSearch final : public Algorithm {
     // As in every bilevel job, noise_multiplier is the scale s (here the
     // training z = s sqrt(J K)).
     c.noise_multiplier = scale;
-    c.noise_stddev = plan.mechanism.NominalSigma(scale);
+    // Calibration::noise_stddev: every training release's.
+    ASSIGN_OR_RETURN(c.noise_stddev, plan.mechanism.NoiseStddev(scale));
     c.steps = static_cast<int64_t>(plan.grid.size());
     // Per grid weight: one training solve and one validation loss pass.
     c.work_units = PassWork(

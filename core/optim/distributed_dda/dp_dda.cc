@@ -226,7 +226,9 @@ absl::StatusOr<Calibration> DpDda::Calibrate(
   ASSIGN_OR_RETURN(AccountingPlan plan, Plan(info, target));
   Calibration c;
   c.noise_multiplier = plan.noise_multiplier;
-  c.noise_stddev = plan.plan.sigma / plan.normalizer;
+  // Calibration::noise_stddev: on each coordinate of a node's clipped sum
+  // (zeta is that noisy sum / the normalizer b).
+  c.noise_stddev = plan.plan.sigma;
   c.steps = options_.iterations;
   // Per pass: every node's gradient over at most its shard (all n rows in
   // total) and the mixing of at most nodes^2 messages, of (d + 1) k values.
@@ -250,15 +252,16 @@ absl::StatusOr<Calibration> DpDda::Calibrate(
   const ScheduleOptions s = options_.EffectiveSchedule();
   c.notes.push_back(absl::StrFormat(
       "%d nodes on a %s graph (public seed %d), activation %s%s, iota %.4g; "
-      "a_t = %s, gamma_t = %.4g t^%.3g; %s inactive nodes; zeta noise std "
-      "%.6g per coordinate",
+      "a_t = %s, gamma_t = %.4g t^%.3g; %s inactive nodes; noise std %.6g "
+      "per coordinate of a node's clipped sum (%.6g on zeta = sum / %.6g)",
       options_.nodes, GraphKindName(options_.graph.kind), options_.public_seed,
       ActivationName(options_.gossip.activation),
       options_.gossip.all_nodes_compute ? " (every node computes: baseline)"
                                         : "",
       options_.EffectiveIota(*gossip_),
       s.weights == WeightSchedule::kLinear ? "t" : "1", s.gamma, s.gamma_power,
-      options_.literal_inactive ? "frozen" : "analysis-mode", c.noise_stddev));
+      options_.literal_inactive ? "frozen" : "analysis-mode", c.noise_stddev,
+      c.noise_stddev / plan.normalizer, plan.normalizer));
   return c;
 }
 

@@ -271,7 +271,9 @@ class DpLineSearch final : public Algorithm {
         info.rows, p);
     c.sampling_rate = q;
     c.expected_batch_size = q * static_cast<double>(info.rows);
-    c.noise_stddev = plan.sigma / c.expected_batch_size;
+    // Calibration::noise_stddev: the first gradient release's, on each
+    // coordinate of the clipped sum (CHEB may raise rho_grad later).
+    c.noise_stddev = plan.sigma;
     c.clip_norm = options_.clip_grad;
     c.rows = info.rows;
     c.dimension = info.dimension;

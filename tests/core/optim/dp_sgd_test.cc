@@ -440,7 +440,8 @@ TEST(DpSgdCalibrateTest, MeetsTargetTightly) {
   EXPECT_EQ(cal.relation, privacy::Relation::kAddRemove);
   ASSERT_OK_AND_ASSIGN(noise::GaussianPlan plan,
                        noise::PlanGaussian(1.0, cal.noise_multiplier, 123));
-  EXPECT_DOUBLE_EQ(cal.noise_stddev, plan.sigma / 325.61);
+  // On each coordinate of the clipped sum, not of the averaged gradient.
+  EXPECT_DOUBLE_EQ(cal.noise_stddev, plan.sigma);
   ASSERT_OK_AND_ASSIGN(
       privacy::DpEvent step,
       GaussianGradientEvent({0.01, 1.0, cal.noise_multiplier}, 123));

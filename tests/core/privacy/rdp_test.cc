@@ -560,6 +560,15 @@ TEST(CalibrationTest, TargetsBelowTheRdpFloorNameTheAccountant) {
   EXPECT_THAT(below, StatusIs(absl::StatusCode::kOutOfRange));
   EXPECT_THAT(below.message(), ::testing::HasSubstr("orders stop at 1024"));
   EXPECT_THAT(below.message(), ::testing::HasSubstr("ACCOUNTANT_PLD"));
+  // Why (the conversion's own cost), the smallest reachable epsilon, and how
+  // to pick PLD from the CLI too.
+  EXPECT_THAT(
+      below.message(),
+      ::testing::HasSubstr("cannot certify epsilon 0.01 at delta 1e-09"));
+  EXPECT_THAT(below.message(),
+              ::testing::HasSubstr("the smallest epsilon it can certify at "
+                                   "delta 1e-09 is 0.0125"));
+  EXPECT_THAT(below.message(), ::testing::HasSubstr("--accountant=pld"));
   // The conversion's floor at delta 1e-9: (ln(1e9) - ln(1024)) / 1023 +
   // ln(1 - 1/1024) = 0.01253; the epsilon at z = 1e6 is just above it.
   ASSERT_OK_AND_ASSIGN(

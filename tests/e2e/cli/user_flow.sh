@@ -141,6 +141,33 @@ if dp dataset import bad "$work/nan.libsvm" --dimension=3 --epsilon-budget=1 --d
   fail "NaN file imported"
 fi
 grep -q INVALID_ARGUMENT "$work/nan.err" || fail "NaN import is not INVALID_ARGUMENT"
+# LIBSVM needs --dimension; a CSV file gives it by its first line, and every
+# row is checked against it.
+if dp dataset import bad "$work/nan.libsvm" --epsilon-budget=1 --delta-budget=1e-6 \
+    2>"$work/nodim.err"; then
+  fail "LIBSVM import without --dimension accepted"
+fi
+grep -q "needs --dimension" "$work/nodim.err" || fail "LIBSVM without --dimension: $(cat "$work/nodim.err")"
+printf 'x1,x2,x3,y\n0.5,1,2,1\n3,4,5,-1\n' >"$work/inferred.csv"
+dp dataset import inferred "$work/inferred.csv" --format=csv --header --public \
+  --feature-bounds=-10:10
+[[ "$(dp dataset show inferred --json | json "['dimension']")" == "3" ]] ||
+  fail "CSV dimension not inferred"
+[[ "$(dp dataset show inferred --json | json "['bounds']['lower'].count(-10)")" == "3" ]] ||
+  fail "--feature-bounds not one per inferred feature"
+if dp dataset import inferred2 "$work/inferred.csv" --format=csv --header --public \
+    --dimension=2 2>"$work/dim.err"; then
+  fail "CSV import with a disagreeing --dimension accepted"
+fi
+grep -q INVALID_ARGUMENT "$work/dim.err" || fail "disagreeing --dimension is not INVALID_ARGUMENT"
+grep -q "the file has 4 columns (dimension 3 + 1 label) but the declared dimension is 2" \
+  "$work/dim.err" || fail "disagreeing --dimension message: $(cat "$work/dim.err")"
+printf '0.5,1,2,1\n3,4,-1\n' >"$work/short.csv"
+if dp dataset import short "$work/short.csv" --format=csv --public 2>"$work/short.err"; then
+  fail "CSV with a short row imported"
+fi
+grep -q "line 2: expected 4 columns (dimension 3 + 1 label, as on line 1), found 3" \
+  "$work/short.err" || fail "short CSV row message: $(cat "$work/short.err")"
 [[ "$(dp ledger adult --json | json "['budget']['charges']")" == "2" ]] || fail "bad input charged"
 
 step "10. SIGKILL mid-job, restart: the job is FAILED and stays charged"
@@ -225,7 +252,8 @@ ex="$repo/examples"
 dp dataset import max-affine "$ex/data/max_affine.csv" --format=csv --dimension=5 --header \
   --polytope="$ex/data/max_affine_polytope.json" --b-max=1 --epsilon-budget=3 \
   --budget-filter=basic
-dp dataset import max-affine-public "$ex/data/max_affine.csv" --format=csv --dimension=5 \
+# (Without --dimension: the CSV's first line gives it.)
+dp dataset import max-affine-public "$ex/data/max_affine.csv" --format=csv \
   --header --polytope="$ex/data/max_affine_polytope.json" --b-max=1 --public
 dp dataset show max-affine | tee "$work/pa_show.out"
 grep -q "l-infinity on the offsets" "$work/pa_show.out" || fail "max-affine relation not shown"

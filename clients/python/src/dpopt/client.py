@@ -129,7 +129,9 @@ class Client:
         The keywords are the fields of ``ImportHeader`` (proto/dpopt/v1/
         dpopt.proto); ``bounds`` is a dict with ``lower``, ``upper`` (per
         feature) and/or ``row_norm_bound``. A private dataset needs
-        ``epsilon_budget`` (and ``delta_budget``).
+        ``epsilon_budget`` (and ``delta_budget``). ``dimension`` is required
+        for LIBSVM; a CSV file's is inferred from its first line when left at
+        0 (a nonzero one must match the file).
         """
         header = dpopt_pb2.ImportHeader(
             name=name, format=_choice(_FORMATS, format, "format"), dimension=int(dimension),

@@ -118,7 +118,16 @@ class Dataset:
 
 @dataclasses.dataclass(frozen=True)
 class Calibration:
-    """Public parameters the server calibrated for a job."""
+    """Public parameters the server calibrated for a job.
+
+    ``noise_stddev`` is the standard deviation of the noise added to each
+    coordinate of the vector the job privatizes, at its first noisy release
+    and before any averaging: for gradient jobs the clipped gradient SUM
+    (about ``noise_multiplier * clip_norm``; divide by ``expected_batch_size``
+    for the averaged gradient's). 0 for jobs without additive noise
+    (exponential mechanisms, non-private jobs). ``Calibration`` in
+    proto/dpopt/v1/dpopt.proto states it for every job type.
+    """
 
     noise_multiplier: float
     noise_stddev: float
