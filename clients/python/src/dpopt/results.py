@@ -110,6 +110,10 @@ class Dataset:
     created_at: Optional[datetime.datetime]
     budget: Optional[Budget]  # None for public datasets
     proto: Any = dataclasses.field(repr=False, compare=False)
+    # A public dummy: the private dataset whose dry runs read it; a private
+    # dataset: its dummy's name ("" when none).
+    dummy_for: str = ""
+    dummy_dataset: str = ""
 
     @classmethod
     def from_proto(cls, d):
@@ -119,7 +123,8 @@ class Dataset:
             d.num_classes,
             _enum_name(dpopt_pb2.NeighbouringRelation, d.relation, "NEIGHBOURING_RELATION_"),
             d.description, list(d.feature_names), _time(d.created_at),
-            Budget.from_proto(d.budget) if d.HasField("budget") else None, d)
+            Budget.from_proto(d.budget) if d.HasField("budget") else None, d,
+            d.dummy_for, d.dummy_dataset)
 
 
 @dataclasses.dataclass(frozen=True)
