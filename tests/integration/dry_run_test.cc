@@ -10,6 +10,8 @@
 // runs.
 #include <sqlite3.h>
 
+#include <chrono>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <sstream>
@@ -203,6 +205,7 @@ TEST(DryRunTest, EveryExampleDryRunsOnEveryDatasetKindItAcceptsWithoutRows) {
         continue;
       }
       EXPECT_THAT(estimate.message(), HasSubstr("dry run"));
+      const auto start = std::chrono::steady_clock::now();
       v1::Job job;
       const grpc::Status sub = Submit(server.jobs(), spec, &job);
       ASSERT_TRUE(sub.ok()) << sub.error_message();
@@ -216,6 +219,10 @@ TEST(DryRunTest, EveryExampleDryRunsOnEveryDatasetKindItAcceptsWithoutRows) {
       EXPECT_TRUE(done.synthetic_data());
       EXPECT_THAT(done.synthetic_source(), HasSubstr(dataset));
       EXPECT_GT(done.finished_at().seconds(), 0);
+      std::printf("%-24s %-18s %8.2f s\n", type.c_str(), dataset.c_str(),
+                  std::chrono::duration<double>(
+                      std::chrono::steady_clock::now() - start)
+                      .count());
       grpc::ClientContext rctx;
       v1::GetJobResultRequest rreq;
       rreq.set_id(job.id());
