@@ -151,7 +151,22 @@ absl::Status JobManager::RecoverInterruptedJobs() {
 
 absl::StatusOr<v1::JobEstimate> JobManager::Estimate(
     const v1::JobSpec& spec, const std::string& principal) {
-  return admission_->Estimate(spec, principal);
+  ASSIGN_OR_RETURN(v1::JobEstimate est, admission_->Estimate(spec, principal));
+  if (spec.dry_run() || principal.empty() || !est.cost().charged()) return est;
+  // Whether the job would wait for a curator's approval (analysts only:
+  // curators hold no grants).
+  ASSIGN_OR_RETURN(std::optional<storage::GrantRecord> grant,
+                   db_->access().FindGrant(principal, spec.dataset()));
+  if (grant.has_value() && grant->approval_above_epsilon > 0 &&
+      est.cost().epsilon() > grant->approval_above_epsilon) {
+    est.set_message(absl::StrCat(
+        est.message(), est.message().empty() ? "" : "; ",
+        absl::StrFormat("its cost is above the approval threshold of your "
+                        "grant (epsilon %.6g): submitted, it will wait for a "
+                        "curator's approval, uncharged",
+                        grant->approval_above_epsilon)));
+  }
+  return est;
 }
 
 absl::StatusOr<v1::Job> JobManager::Submit(

@@ -106,7 +106,16 @@ TEST_F(ApprovalTest, ApprovedJobsAreChargedAndRunRejectedOnesAreNot) {
   EXPECT_EQ(server_.WaitForJob(small.id()).state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(LedgerEntries(), 1);
 
-  // Above it: waits, uncharged.
+  // Above it: the estimate says it would wait; submitted, it waits,
+  // uncharged.
+  {
+    grpc::ClientContext ctx;
+    v1::EstimateJobRequest req;
+    *req.mutable_spec() = QuickDpGdSpec("private", 1.0);
+    v1::JobEstimate est;
+    ASSERT_TRUE(alice_->EstimateJob(&ctx, req, &est).ok());
+    EXPECT_THAT(est.message(), HasSubstr("approval"));
+  }
   v1::Job costly = SubmitAsAlice(1.0);
   EXPECT_EQ(costly.state(), v1::JOB_STATE_PENDING_APPROVAL);
   EXPECT_THAT(costly.message(), HasSubstr("approval"));
