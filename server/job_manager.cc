@@ -336,6 +336,15 @@ void JobManager::ExpirePendingJobs() {
                          "not approved within the grant's approval timeout "
                          "(expired); nothing was charged")
             .ok()) {
+      // The server's own decision, audited like the curators'.
+      storage::AuditRecord audit;
+      audit.principal = "dpopt-server";
+      audit.method = "Server/ExpireJob";
+      audit.dataset = r.dataset;
+      audit.job_id = r.id;
+      audit.target = r.principal;
+      audit.detail = "approval expired; nothing was charged";
+      (void)db_->access().AppendAudit(audit);
       PublishJob(r.id);
     }
   }

@@ -232,6 +232,17 @@ TEST_F(ApprovalTest, AWaitingJobExpiresUncharged) {
   EXPECT_EQ(Approve(server_.jobs(), job.id(), &out).error_code(),
             grpc::FAILED_PRECONDITION);
   EXPECT_EQ(LedgerEntries(), 0);
+  // The expiry is audited as the server's decision.
+  grpc::ClientContext actx;
+  v1::ListAuditRequest areq;
+  areq.set_limit(1000);
+  v1::ListAuditResponse audit;
+  ASSERT_TRUE(server_.admin().ListAudit(&actx, areq, &audit).ok());
+  int expiries = 0;
+  for (const v1::AuditEntry& e : audit.entries()) {
+    if (e.method() == "Server/ExpireJob" && e.job_id() == job.id()) ++expiries;
+  }
+  EXPECT_EQ(expiries, 1);
 }
 
 TEST_F(ApprovalTest, AWatcherSeesTheRejection) {
