@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "client/common.h"
@@ -253,19 +255,65 @@ int TokenList(const ParsedArgs& a, const Globals& g) {
   return 0;
 }
 
+// "3600", "3600s", "90m", "12h", "7d": seconds; -1 if malformed.
+int64_t DurationSeconds(const std::string& text) {
+  if (text.empty()) return -1;
+  int64_t unit = 1;
+  std::string digits = text;
+  switch (text.back()) {
+    case 's':
+      digits.pop_back();
+      break;
+    case 'm':
+      unit = 60;
+      digits.pop_back();
+      break;
+    case 'h':
+      unit = 3600;
+      digits.pop_back();
+      break;
+    case 'd':
+      unit = 86400;
+      digits.pop_back();
+      break;
+    default:
+      break;
+  }
+  int64_t n = 0;
+  if (!absl::SimpleAtoi(digits, &n) || n < 0 || n > (int64_t{1} << 40)) {
+    return -1;
+  }
+  return n * unit;
+}
+
 int GrantAdd(const ParsedArgs& a, const Globals& g) {
   if (a.positional().size() != 2) {
     return UsageError(
-        "usage: dpopt grant add PRINCIPAL DATASET [--epsilon-cap=E]");
+        "usage: dpopt grant add PRINCIPAL DATASET [--epsilon-cap=E] "
+        "[--approval-above=E] [--approval-timeout=7d]");
   }
   auto cap = a.GetDouble("epsilon-cap", 0);
   if (!cap.ok() || *cap < 0) return UsageError("--epsilon-cap must be >= 0");
+  auto above = a.GetDouble("approval-above", 0);
+  if (!above.ok() || *above < 0) {
+    return UsageError("--approval-above must be an epsilon >= 0");
+  }
+  int64_t timeout = 0;
+  if (a.Has("approval-timeout")) {
+    timeout = DurationSeconds(a.Get("approval-timeout"));
+    if (timeout < 0) {
+      return UsageError(
+          "--approval-timeout takes seconds or a duration such as 12h or 7d");
+    }
+  }
   Client c(g);
   auto ctx = c.Context();
   pb::GrantDatasetRequest req;
   req.set_principal(a.positional()[0]);
   req.set_dataset(a.positional()[1]);
   req.set_epsilon_cap(*cap);
+  req.set_approval_above_epsilon(*above);
+  req.set_approval_timeout_seconds(timeout);
   pb::Grant out;
   grpc::Status s = c.admin().GrantDataset(ctx.get(), req, &out);
   if (!s.ok()) return ReportRpcError(s, g);
@@ -278,6 +326,12 @@ int GrantAdd(const ParsedArgs& a, const Globals& g) {
                                         Num(out.epsilon_cap()))
                       : std::string(" (no per-analyst cap)"))
               << "\n";
+    if (out.approval_above_epsilon() > 0) {
+      std::cout << absl::StrFormat(
+          "  jobs costing more than epsilon %s wait for a curator's approval "
+          "(at most %d s)\n",
+          Num(out.approval_above_epsilon()), out.approval_timeout_seconds());
+    }
   }
   return 0;
 }
@@ -316,12 +370,15 @@ int GrantList(const ParsedArgs& a, const Globals& g) {
     std::cout << ToJson(out) << std::endl;
     return 0;
   }
-  std::cout << absl::StrFormat("%-20s %-24s %12s  %s\n", "PRINCIPAL", "DATASET",
-                               "EPSILON_CAP", "CREATED");
+  std::cout << absl::StrFormat("%-20s %-24s %12s %15s  %s\n", "PRINCIPAL",
+                               "DATASET", "EPSILON_CAP", "APPROVAL_ABOVE",
+                               "CREATED");
   for (const auto& gr : out.grants()) {
     std::cout << absl::StrFormat(
-        "%-20s %-24s %12s  %s\n", gr.principal(), gr.dataset(),
+        "%-20s %-24s %12s %15s  %s\n", gr.principal(), gr.dataset(),
         gr.epsilon_cap() > 0 ? Num(gr.epsilon_cap()) : "-",
+        gr.approval_above_epsilon() > 0 ? Num(gr.approval_above_epsilon())
+                                        : "-",
         Time(gr.created_at()));
   }
   return 0;
@@ -382,12 +439,13 @@ int Audit(const ParsedArgs& a, const Globals& g) {
                                "JOB/TARGET", "OUTCOME");
   for (const auto& e : out.entries()) {
     std::cout << absl::StrFormat(
-        "%-6d %-20s %-14s %-30s %-16s %-26s %s\n", e.sequence(), Time(e.at()),
+        "%-6d %-20s %-14s %-30s %-16s %-26s %s%s\n", e.sequence(), Time(e.at()),
         e.principal().empty() ? "(none)" : e.principal(), e.method(),
         e.dataset().empty() ? "-" : e.dataset(),
         !e.job_id().empty() ? e.job_id()
                             : (e.target().empty() ? "-" : e.target()),
-        StatusCodeName(static_cast<grpc::StatusCode>(e.code())));
+        StatusCodeName(static_cast<grpc::StatusCode>(e.code())),
+        e.detail().empty() ? "" : absl::StrCat(" (", e.detail(), ")"));
   }
   return 0;
 }
@@ -461,7 +519,15 @@ std::vector<Command> AdminCommands() {
        "let an analyst use a dataset, optionally capping its total epsilon "
        "there (curator; again to change the cap)",
        {{"epsilon-cap", false, "cap on the analyst's epsilon (0 = no cap)",
-         "E"}},
+         "E"},
+        {"approval-above", false,
+         "jobs costing more epsilon than E wait for a curator's approval "
+         "(0 = never)",
+         "E"},
+        {"approval-timeout", false,
+         "how long such a job may wait before it expires (default 7d; "
+         "seconds, or with s/m/h/d)",
+         "T"}},
        GrantAdd},
       {"grant revoke",
        "PRINCIPAL DATASET",

@@ -195,6 +195,10 @@ std::string StateName(pb::JobState s) {
       return "FAILED";
     case pb::JOB_STATE_CANCELLED:
       return "CANCELLED";
+    case pb::JOB_STATE_PENDING_APPROVAL:
+      return "PENDING_APPROVAL";
+    case pb::JOB_STATE_REJECTED:
+      return "REJECTED";
     default:
       return "UNKNOWN";
   }
@@ -202,7 +206,7 @@ std::string StateName(pb::JobState s) {
 
 bool Terminal(pb::JobState s) {
   return s == pb::JOB_STATE_SUCCEEDED || s == pb::JOB_STATE_FAILED ||
-         s == pb::JOB_STATE_CANCELLED;
+         s == pb::JOB_STATE_CANCELLED || s == pb::JOB_STATE_REJECTED;
 }
 
 std::string FilterName(pb::BudgetFilter f) {

@@ -183,6 +183,10 @@ int DatasetImport(const ParsedArgs& a, const Globals& g) {
     }
   }
   h.set_description(a.Get("description"));
+  h.set_dummy_for(a.Get("dummy-for"));
+  if (!h.dummy_for().empty() && !h.public_()) {
+    return UsageError("--dummy-for needs --public (a dummy dataset is public)");
+  }
   if (absl::Status s = ApplyMaxAffineFlags(a, &h); !s.ok()) {
     return UsageError(s);
   }
@@ -248,6 +252,10 @@ int DatasetImport(const ParsedArgs& a, const Globals& g) {
                                  info.name(), info.rows(), info.dimension(),
                                  info.public_() ? "public" : "private",
                                  info.sparse() ? ", sparse" : "");
+    if (!info.dummy_for().empty()) {
+      std::cout << "  dummy for  " << info.dummy_for()
+                << " (its dry runs read these rows)\n";
+    }
     if (info.has_budget()) PrintBudget(info.budget());
   }
   return 0;
@@ -318,6 +326,14 @@ int DatasetShow(const ParsedArgs& a, const Globals& g) {
   if (!d.description().empty()) {
     std::cout << "  about      " << d.description() << "\n";
   }
+  if (!d.dummy_for().empty()) {
+    std::cout << "  dummy for  " << d.dummy_for()
+              << " (its dry runs read these rows)\n";
+  }
+  if (!d.dummy_dataset().empty()) {
+    std::cout << "  dummy      " << d.dummy_dataset()
+              << " (dry runs read its public rows)\n";
+  }
   if (d.has_budget()) PrintBudget(d.budget());
   return 0;
 }
@@ -363,7 +379,11 @@ std::vector<Command> DatasetCommands() {
          "piecewise-affine family: public bound on how far any offset may move "
          "(the "
          "l-infinity relation's radius)",
-         "B"}},
+         "B"},
+        {"dummy-for", false,
+         "a public dummy for the private dataset NAME: its dry runs read this "
+         "dataset instead of generated rows (same dimension, labels and kind)",
+         "NAME"}},
        DatasetImport},
       {"dataset list",
        "",

@@ -81,7 +81,36 @@ void PrintCalibration(const pb::Calibration& c) {
   for (const auto& n : c.notes()) std::cout << "  note       " << n << "\n";
 }
 
-void PrintCost(const pb::PrivacyCost& c) {
+// A dry run's loud marker: its numbers come from synthetic data.
+void PrintSynthetic(const std::string& source) {
+  std::cout << "  DRY RUN    SYNTHETIC DATA (" << source
+            << "): the results say nothing about the dataset; nothing was "
+               "charged\n";
+}
+
+void PrintCost(const pb::PrivacyCost& c, bool dry_run = false,
+               pb::JobState state = pb::JOB_STATE_UNSPECIFIED) {
+  if (state == pb::JOB_STATE_PENDING_APPROVAL ||
+      state == pb::JOB_STATE_REJECTED) {
+    std::cout << absl::StrFormat(
+        "  cost       epsilon %s at delta %s (%s), %s\n", Num(c.epsilon()),
+        Num(c.delta()), c.accountant(),
+        state == pb::JOB_STATE_REJECTED
+            ? "never charged (rejected)"
+            : "charged only if a curator approves the job");
+    return;
+  }
+  if (dry_run) {
+    if (c.epsilon() > 0) {
+      std::cout << absl::StrFormat(
+          "  cost       none charged (dry run); the real job: epsilon %s at "
+          "delta %s (%s)\n",
+          Num(c.epsilon()), Num(c.delta()), c.accountant());
+    } else {
+      std::cout << "  cost       none charged (dry run)\n";
+    }
+    return;
+  }
   if (!c.charged()) {
     std::cout << "  cost       none (public dataset, non-private job)\n";
     return;
@@ -174,9 +203,24 @@ void PrintJob(const pb::Job& j) {
   std::cout << absl::StrFormat("job %s  %s  dataset %s  step %d/%d\n", j.id(),
                                StateName(j.state()), j.spec().dataset(),
                                j.steps_done(), j.steps_total());
+  if (j.synthetic_data()) PrintSynthetic(j.synthetic_source());
   if (!j.message().empty()) std::cout << "  message    " << j.message() << "\n";
+  if (j.has_started_at() && j.has_finished_at()) {
+    const int64_t ms =
+        (j.finished_at().seconds() - j.started_at().seconds()) * 1000 +
+        (j.finished_at().nanos() - j.started_at().nanos()) / 1000000;
+    std::cout << absl::StrFormat("  run time   %.3f s\n", ms / 1000.0);
+  }
   if (j.has_calibration()) PrintCalibration(j.calibration());
-  if (j.has_cost()) PrintCost(j.cost());
+  if (j.state() == pb::JOB_STATE_PENDING_APPROVAL) {
+    std::cout << "  approval   waiting for a curator (expires "
+              << absl::FormatTime(
+                     "%Y-%m-%d %H:%M:%S UTC",
+                     absl::FromUnixSeconds(j.approval_expires_at().seconds()),
+                     absl::UTCTimeZone())
+              << ")\n";
+  }
+  if (j.has_cost()) PrintCost(j.cost(), j.synthetic_data(), j.state());
   if (j.has_evaluation() && j.evaluation().rows() > 0) {
     std::cout << absl::StrFormat(
         "  evaluation on %s (%d rows, public): accuracy %.4f, loss %.4f\n",
@@ -246,10 +290,11 @@ int FinishWatch(Client& c, const std::string& id, const Globals& g) {
 
 int JobSubmit(const ParsedArgs& a, const Globals& g) {
   if (a.positional().size() != 1) {
-    return UsageError("usage: dpopt job submit SPEC.json [--wait]");
+    return UsageError("usage: dpopt job submit SPEC.json [--wait] [--dry-run]");
   }
   auto spec = ReadSpec(a.positional()[0]);
   if (!spec.ok()) return UsageError(spec.status());
+  if (a.GetBool("dry-run")) spec->set_dry_run(true);
   Client c(g);
   auto ctx = c.Context();
   pb::SubmitJobRequest req;
@@ -260,9 +305,15 @@ int JobSubmit(const ParsedArgs& a, const Globals& g) {
   if (g.json) {
     std::cout << ToJsonLine(job) << std::endl;
   } else {
-    std::cout << "submitted job " << job.id() << "\n";
+    std::cout << (job.synthetic_data() ? "submitted dry run "
+                                       : "submitted job ")
+              << job.id() << "\n";
+    if (job.synthetic_data()) PrintSynthetic(job.synthetic_source());
+    if (job.state() == pb::JOB_STATE_PENDING_APPROVAL) {
+      std::cout << "  PENDING APPROVAL  " << job.message() << "\n";
+    }
     PrintCalibration(job.calibration());
-    PrintCost(job.cost());
+    PrintCost(job.cost(), job.synthetic_data(), job.state());
   }
   if (!a.GetBool("wait")) return 0;
   return FinishWatch(c, job.id(), g);
@@ -335,7 +386,12 @@ int JobList(const ParsedArgs& a, const Globals& g) {
     std::cout << absl::StrFormat(
         "%-36s %-10s %-14s %-17s %12s %9s\n", j.id(), StateName(j.state()),
         j.spec().dataset(), algo,
-        j.cost().charged() ? Num(j.cost().epsilon()) : "-",
+        j.synthetic_data() ? "dry-run"
+        : j.state() == pb::JOB_STATE_PENDING_APPROVAL ||
+                j.state() == pb::JOB_STATE_REJECTED
+            ? absl::StrCat("(", Num(j.cost().epsilon()), ")")
+        : j.cost().charged() ? Num(j.cost().epsilon())
+                             : "-",
         j.evaluation().rows() > 0
             ? absl::StrFormat("%.4f", j.evaluation().accuracy())
             : "-");
@@ -365,7 +421,80 @@ int JobCancel(const ParsedArgs& a, const Globals& g) {
   } else {
     std::cout << "cancellation requested; job " << job.id() << " is "
               << StateName(job.state())
-              << " (its privacy cost stays charged)\n";
+              << (job.synthetic_data() ? " (a dry run: nothing was charged)\n"
+                                       : " (its privacy cost stays charged)\n");
+  }
+  return 0;
+}
+
+int JobPending(const ParsedArgs& a, const Globals& g) {
+  Client c(g);
+  auto ctx = c.Context();
+  pb::ListPendingJobsRequest req;
+  req.set_dataset(a.Get("dataset"));
+  pb::ListJobsResponse resp;
+  grpc::Status s = c.jobs().ListPendingJobs(ctx.get(), req, &resp);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(resp) << std::endl;
+    return 0;
+  }
+  std::cout << absl::StrFormat("%-36s %-14s %-14s %-17s %12s  %s\n", "ID",
+                               "PRINCIPAL", "DATASET", "ALGORITHM", "EPSILON",
+                               "EXPIRES");
+  for (const auto& j : resp.jobs()) {
+    const auto* field = pb::AlgorithmSpec::descriptor()->FindFieldByNumber(
+        j.spec().algorithm().algorithm_case());
+    std::cout << absl::StrFormat(
+        "%-36s %-14s %-14s %-17s %12s  %s\n", j.id(), j.principal(),
+        j.spec().dataset(), field != nullptr ? field->name() : "-",
+        Num(j.cost().epsilon()),
+        absl::FormatTime(
+            "%Y-%m-%d %H:%M:%S UTC",
+            absl::FromUnixSeconds(j.approval_expires_at().seconds()),
+            absl::UTCTimeZone()));
+  }
+  if (resp.jobs_size() == 0) std::cout << "no job is waiting for approval\n";
+  return 0;
+}
+
+int JobApprove(const ParsedArgs& a, const Globals& g) {
+  if (a.positional().size() != 1) {
+    return UsageError("usage: dpopt job approve ID");
+  }
+  Client c(g);
+  auto ctx = c.Context();
+  pb::ApproveJobRequest req;
+  req.set_id(a.positional()[0]);
+  pb::Job job;
+  grpc::Status s = c.jobs().ApproveJob(ctx.get(), req, &job);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(job) << std::endl;
+  } else {
+    std::cout << "approved job " << job.id() << ": it is "
+              << StateName(job.state()) << " and charged\n";
+    PrintCost(job.cost());
+  }
+  return 0;
+}
+
+int JobReject(const ParsedArgs& a, const Globals& g) {
+  if (a.positional().size() != 1) {
+    return UsageError("usage: dpopt job reject ID --reason=TEXT");
+  }
+  Client c(g);
+  auto ctx = c.Context();
+  pb::RejectJobRequest req;
+  req.set_id(a.positional()[0]);
+  req.set_reason(a.Get("reason"));
+  pb::Job job;
+  grpc::Status s = c.jobs().RejectJob(ctx.get(), req, &job);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(job) << std::endl;
+  } else {
+    std::cout << "rejected job " << job.id() << " (nothing was charged)\n";
   }
   return 0;
 }
@@ -409,7 +538,8 @@ int JobResult(const ParsedArgs& a, const Globals& g) {
   std::cout << absl::StrFormat("privatized model of job %s: %s, %d weights\n",
                                r.job_id(), r.model().loss(),
                                r.model().weights_size());
-  PrintCost(r.cost());
+  if (r.synthetic_data()) PrintSynthetic(r.synthetic_source());
+  PrintCost(r.cost(), r.synthetic_data());
   if (r.evaluation().rows() > 0) {
     std::cout << absl::StrFormat(
         "  evaluation on %s (public): accuracy %.4f, loss %.4f\n",
@@ -432,7 +562,10 @@ std::vector<Command> JobCommands() {
       {"job submit",
        "SPEC.json",
        "submit a job (charges its privacy cost)",
-       {{"wait", true, "watch the job with a progress bar until it ends"}},
+       {{"wait", true, "watch the job with a progress bar until it ends"},
+        {"dry-run", true,
+         "run it on synthetic data with the dataset's public schema (or its "
+         "public dummy): nothing charged, no private row read"}},
        JobSubmit},
       {"job get", "ID", "state of a job", {}, JobGet},
       {"job watch",
@@ -450,6 +583,22 @@ std::vector<Command> JobCommands() {
         {"newest-first", true, "newest jobs first"},
         {"all", true, "fetch every page"}},
        JobList},
+      {"job pending",
+       "",
+       "jobs waiting for a curator's approval (curator)",
+       {{"dataset", false, "only jobs on this dataset", "NAME"}},
+       JobPending},
+      {"job approve",
+       "ID",
+       "approve a job waiting for approval: it is charged (if the budget and "
+       "cap still have room) and runs (curator)",
+       {},
+       JobApprove},
+      {"job reject",
+       "ID",
+       "reject a job waiting for approval; nothing is charged (curator)",
+       {{"reason", false, "why (shown to the analyst)", "TEXT"}},
+       JobReject},
       {"job cancel",
        "ID",
        "cancel a job (its cost stays charged)",

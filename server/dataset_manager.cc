@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
 #include "server/proto_util.h"
+#include "server/synthetic_dataset.h"
 #include "server/translation/piecewise_affine.h"
 
 namespace dpopt::server {
@@ -206,6 +207,17 @@ absl::StatusOr<v1::DatasetInfo> DatasetManager::Info(
   for (const auto& n : r.feature_names) d.add_feature_names(n);
   d.set_description(r.description);
   *d.mutable_created_at() = ToTimestamp(r.created_at_micros);
+  if (r.dummy_for_id != 0) {
+    // The private dataset it stands in for (shown by name; a deleted one's
+    // tombstone keeps its name).
+    absl::StatusOr<std::string> target = DummyTargetName(r);
+    if (target.ok()) d.set_dummy_for(*target);
+  }
+  if (!r.is_public) {
+    ASSIGN_OR_RETURN(std::optional<storage::DatasetRecord> dummy,
+                     db_->datasets().FindDummyFor(r.id));
+    if (dummy.has_value()) d.set_dummy_dataset(dummy->name);
+  }
   if (!r.is_public) {
     ASSIGN_OR_RETURN(storage::LedgerTotals t, db_->ledger().Totals(r.name));
     ASSIGN_OR_RETURN(*d.mutable_budget(), BudgetOf(r, t.charges, t.costs));
@@ -234,6 +246,44 @@ absl::StatusOr<storage::ImportOptions> ValidImportOptions(
 
 }  // namespace
 
+absl::StatusOr<std::string> DatasetManager::DummyTargetName(
+    const storage::DatasetRecord& dummy) {
+  ASSIGN_OR_RETURN(std::vector<storage::DatasetRecord> all,
+                   db_->datasets().List());
+  for (const storage::DatasetRecord& r : all) {
+    if (r.id == dummy.dummy_for_id) return r.name;
+  }
+  return absl::NotFoundError("the dummy's dataset is gone");
+}
+
+absl::StatusOr<storage::DatasetRecord> DatasetManager::DummyTarget(
+    const v1::ImportHeader& header, const storage::ImportOptions& options) {
+  if (!options.is_public) {
+    return absl::InvalidArgumentError(
+        "dummy_for: a dummy dataset must be public (it is read by dry runs "
+        "as is)");
+  }
+  ASSIGN_OR_RETURN(storage::DatasetRecord target,
+                   db_->datasets().Get(header.dummy_for()));
+  storage::DatasetRecord as_dummy;
+  as_dummy.name = options.name;
+  as_dummy.is_public = true;
+  as_dummy.dimension = options.dimension;
+  as_dummy.label_kind = options.label_kind;
+  as_dummy.num_classes = options.num_classes;
+  as_dummy.problem_json = options.problem_json;
+  // The pieces of a max-affine dummy are checked once its file is parsed.
+  RETURN_IF_ERROR(CheckDummyFits(target, as_dummy, /*check_pieces=*/false));
+  ASSIGN_OR_RETURN(std::optional<storage::DatasetRecord> existing,
+                   db_->datasets().FindDummyFor(target.id));
+  if (existing.has_value()) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("dataset ", target.name, " already has the dummy ",
+                     existing->name, "; delete it to attach another"));
+  }
+  return target;
+}
+
 class DatasetManager::StreamedImport : public PendingImport {
  public:
   StreamedImport(DatasetManager& manager,
@@ -255,10 +305,12 @@ class DatasetManager::StreamedImport : public PendingImport {
 class DatasetManager::BufferedImport : public PendingImport {
  public:
   BufferedImport(DatasetManager& manager, storage::ImportOptions options,
-                 v1::MaxAffineProblem max_affine)
+                 v1::MaxAffineProblem max_affine,
+                 std::optional<storage::DatasetRecord> dummy_for)
       : manager_(manager),
         options_(std::move(options)),
-        max_affine_(std::move(max_affine)) {}
+        max_affine_(std::move(max_affine)),
+        dummy_for_(std::move(dummy_for)) {}
   absl::Status Write(absl::string_view chunk) override {
     if (bytes_.size() + chunk.size() > kMaxBufferedImportBytes) {
       bytes_.clear();
@@ -279,6 +331,12 @@ class DatasetManager::BufferedImport : public PendingImport {
     bytes_.shrink_to_fit();
     ASSIGN_OR_RETURN(options_.problem_json,
                      DescribeMaxAffine(max_affine_, rows));
+    if (dummy_for_.has_value() && rows.rows != dummy_for_->rows) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("dummy dataset ", options_.name,
+                       " does not fit dataset ", dummy_for_->name, ": ",
+                       rows.rows, " pieces instead of ", dummy_for_->rows));
+    }
     ASSIGN_OR_RETURN(storage::DatasetRecord r,
                      manager_.db_->datasets().ImportParsed(options_, rows));
     return manager_.Info(r);
@@ -288,12 +346,18 @@ class DatasetManager::BufferedImport : public PendingImport {
   DatasetManager& manager_;
   storage::ImportOptions options_;
   const v1::MaxAffineProblem max_affine_;
+  const std::optional<storage::DatasetRecord> dummy_for_;
   std::string bytes_;
 };
 
 absl::StatusOr<std::unique_ptr<DatasetManager::PendingImport>>
 DatasetManager::BeginImport(const v1::ImportHeader& header) {
   ASSIGN_OR_RETURN(storage::ImportOptions options, ValidImportOptions(header));
+  std::optional<storage::DatasetRecord> dummy_for;
+  if (!header.dummy_for().empty()) {
+    ASSIGN_OR_RETURN(dummy_for, DummyTarget(header, options));
+    options.dummy_for_id = dummy_for->id;
+  }
   if (header.has_max_affine()) {
     // Refuse a taken name before the upload (ImportParsed checks again).
     absl::StatusOr<storage::DatasetRecord> existing =
@@ -302,8 +366,8 @@ DatasetManager::BeginImport(const v1::ImportHeader& header) {
       return absl::AlreadyExistsError(absl::StrCat(
           "a dataset named \"", options.name, "\" already exists"));
     }
-    return std::make_unique<BufferedImport>(*this, std::move(options),
-                                            header.max_affine());
+    return std::make_unique<BufferedImport>(
+        *this, std::move(options), header.max_affine(), std::move(dummy_for));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<storage::StagedImport> staged,
                    db_->datasets().BeginImport(options));

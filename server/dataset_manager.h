@@ -83,6 +83,12 @@ class DatasetManager {
   class BufferedImport;
   explicit DatasetManager(storage::Database* db) : db_(db) {}
   absl::StatusOr<v1::DatasetInfo> Info(const storage::DatasetRecord& record);
+  // A dummy's import (ImportHeader.dummy_for): the private dataset it is for,
+  // once the header fits it (public, same schema, no dummy attached yet).
+  absl::StatusOr<storage::DatasetRecord> DummyTarget(
+      const v1::ImportHeader& header, const storage::ImportOptions& options);
+  absl::StatusOr<std::string> DummyTargetName(
+      const storage::DatasetRecord& dummy);
 
   storage::Database* db_;
 };

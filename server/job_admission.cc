@@ -11,6 +11,7 @@
 #include "core/optim/objective.h"
 #include "server/event_log.h"
 #include "server/job_limits.h"
+#include "server/synthetic_dataset.h"
 
 namespace dpopt::server {
 namespace {
@@ -80,6 +81,30 @@ JobAdmission::JobAdmission(storage::Database* db, ExecutionEnvironment env,
     : db_(db), env_(env), limits_(limits) {}
 
 absl::StatusOr<PreparedJob> JobAdmission::Prepare(
+    const v1::JobSpec& spec) const {
+  ASSIGN_OR_RETURN(PreparedJob p, PrepareRealJob(spec));
+  if (!spec.dry_run()) return p;
+  // Everything above is the real job's (validation, calibration, the work
+  // and trace bounds, the price). A dry run charges none of it.
+  p.dry_run = true;
+  p.cost.set_charged(false);
+  if (!p.dataset.is_public) {
+    ASSIGN_OR_RETURN(p.dummy, db_->datasets().FindDummyFor(p.dataset.id));
+  }
+  if (p.dummy.has_value()) {
+    RETURN_IF_ERROR(CheckDummyFits(p.dataset, *p.dummy));
+    p.synthetic_source = absl::StrCat("public dummy dataset ", p.dummy->name);
+  } else {
+    p.synthetic_source = absl::StrCat(
+        "generated from the public schema of dataset ", p.dataset.name,
+        p.dataset.problem_json.empty()
+            ? ""
+            : " (its public slopes and polytope, synthetic offsets)");
+  }
+  return p;
+}
+
+absl::StatusOr<PreparedJob> JobAdmission::PrepareRealJob(
     const v1::JobSpec& spec) const {
   PreparedJob p;
   p.spec = spec;
@@ -223,7 +248,23 @@ absl::StatusOr<PreparedJob> JobAdmission::Prepare(
 
 absl::StatusOr<v1::JobEstimate> JobAdmission::Estimate(
     const v1::JobSpec& spec, const std::string& principal) const {
-  ASSIGN_OR_RETURN(PreparedJob p, Prepare(spec));
+  // A dry run is estimated as the real job (what it would cost, whether it
+  // would be admitted now); the dry run itself charges nothing.
+  ASSIGN_OR_RETURN(PreparedJob p, PrepareRealJob(spec));
+  v1::JobEstimate est;
+  if (spec.dry_run()) {
+    ASSIGN_OR_RETURN(est, EstimatePrepared(p, principal));
+    est.set_message(absl::StrCat(
+        "dry run: runs on synthetic data and charges nothing; the cost "
+        "shown is the real job's",
+        est.message().empty() ? "" : ". The real job: ", est.message()));
+    return est;
+  }
+  return EstimatePrepared(p, principal);
+}
+
+absl::StatusOr<v1::JobEstimate> JobAdmission::EstimatePrepared(
+    const PreparedJob& p, const std::string& principal) const {
   v1::JobEstimate est;
   *est.mutable_calibration() = CalibrationToProto(p.calibration);
   *est.mutable_cost() = p.cost;
@@ -260,48 +301,69 @@ absl::StatusOr<v1::JobEstimate> JobAdmission::Estimate(
   return est;
 }
 
+storage::ChargeRequest JobAdmission::ChargeOf(const PreparedJob& p) const {
+  storage::ChargeRequest charge;
+  charge.dataset = p.dataset.name;
+  charge.event_json = p.cost.event_json();
+  charge.accountant = p.priced.accountant;
+  charge.cost_blob = p.priced.cost_blob;
+  charge.epsilon = p.priced.epsilon;
+  charge.delta = p.priced.delta;
+  charge.principal = p.principal;
+  charge.note = absl::StrCat(p.job.algorithm_name, " job");
+  charge.require_grant = p.requires_grant;
+  return charge;
+}
+
+JobAdmission::Outcome JobAdmission::AdvanceMark(
+    int64_t seq, const std::string& job_id) const {
+  // The ledger's high-water mark (storage/ledger_mark.h) moves AFTER the
+  // charge commits and BEFORE the job may read a row. A crash between the
+  // two leaves the mark behind a ledger that holds the charge, which the
+  // next start accepts and catches up; the opposite order could leave the
+  // mark ahead of a ledger that never got the charge, and the server would
+  // refuse its own database. Since nothing is released before this point,
+  // every charge behind a released result is covered by the mark, so a
+  // restored backup that lost it is refused.
+  storage::LedgerMark* mark = db_->ledger_mark();
+  if (mark == nullptr) return Outcome::kQueued;
+  absl::Status marked = mark->Advance(seq);
+  if (marked.ok()) return Outcome::kQueued;
+  // Charged (durably) but not run: the job fails, the charge stays.
+  (void)db_->jobs().UpdateState(
+      job_id, JobState::kFailed,
+      "the server could not record the ledger's high-water mark; the "
+      "job did not run and its privacy cost stays charged");
+  LogFields fields;
+  fields.job = job_id;
+  fields.status = absl::StatusCodeToString(marked.code());
+  LogEvent(LogLevel::kError, "job_not_started",
+           absl::StrCat("job ", job_id, " not started: ", marked.message()),
+           fields);
+  return Outcome::kChargedNotStarted;
+}
+
+absl::StatusOr<JobAdmission::Outcome> JobAdmission::ChargePending(
+    const PreparedJob& p, const std::string& job_id) const {
+  if (!p.cost.charged() || p.dry_run) {
+    return absl::FailedPreconditionError(
+        "only a charged job waits for approval");
+  }
+  ASSIGN_OR_RETURN(storage::LedgerEntry entry,
+                   db_->ledger().ChargeAndQueuePendingJob(
+                       ChargeOf(p), job_id, AdmitNext(p.priced.cost_blob)));
+  return AdvanceMark(entry.seq, job_id);
+}
+
 absl::StatusOr<JobAdmission::Outcome> JobAdmission::ChargeAndCreate(
     const PreparedJob& p, const storage::JobRecord& record) const {
-  if (p.cost.charged()) {
-    storage::ChargeRequest charge;
-    charge.dataset = p.dataset.name;
-    charge.event_json = p.cost.event_json();
-    charge.accountant = p.priced.accountant;
-    charge.cost_blob = p.priced.cost_blob;
-    charge.epsilon = p.priced.epsilon;
-    charge.delta = p.priced.delta;
-    charge.principal = p.principal;
-    charge.note = absl::StrCat(p.job.algorithm_name, " job");
-    charge.require_grant = p.requires_grant;
+  // A dry run never reaches the ledger (Prepare cleared cost.charged; the
+  // flag is checked again here so no later change can charge one).
+  if (p.cost.charged() && !p.dry_run) {
     ASSIGN_OR_RETURN(storage::LedgerEntry entry,
                      db_->ledger().ChargeAndCreateJob(
-                         charge, record, AdmitNext(p.priced.cost_blob)));
-    // The ledger's high-water mark (storage/ledger_mark.h) moves AFTER the
-    // charge commits and BEFORE the job may read a row. A crash between the
-    // two leaves the mark behind a ledger that holds the charge, which the
-    // next start accepts and catches up; the opposite order could leave the
-    // mark ahead of a ledger that never got the charge, and the server would
-    // refuse its own database. Since nothing is released before this point,
-    // every charge behind a released result is covered by the mark, so a
-    // restored backup that lost it is refused.
-    if (storage::LedgerMark* mark = db_->ledger_mark(); mark != nullptr) {
-      absl::Status marked = mark->Advance(entry.seq);
-      if (!marked.ok()) {
-        // Charged (durably) but not run: the job fails, the charge stays.
-        (void)db_->jobs().UpdateState(
-            record.id, JobState::kFailed,
-            "the server could not record the ledger's high-water mark; the "
-            "job did not run and its privacy cost stays charged");
-        LogFields fields;
-        fields.job = record.id;
-        fields.status = absl::StatusCodeToString(marked.code());
-        LogEvent(
-            LogLevel::kError, "job_not_started",
-            absl::StrCat("job ", record.id, " not started: ", marked.message()),
-            fields);
-        return Outcome::kChargedNotStarted;
-      }
-    }
+                         ChargeOf(p), record, AdmitNext(p.priced.cost_blob)));
+    return AdvanceMark(entry.seq, record.id);
   } else {
     RETURN_IF_ERROR(db_->jobs().Create(record).status());
   }

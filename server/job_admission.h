@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -42,6 +43,14 @@ struct PreparedJob {
   // Filled for private datasets only.
   std::unique_ptr<privacy::PrivacyFilter> filter;
   privacy::PricedCharge priced;
+  // A dry run (spec.dry_run): cost.charged is false (cost keeps what the
+  // real job would be charged), nothing touches the ledger, and the job runs
+  // on `dummy` (a public dataset attached to the private one) when there is
+  // one, else on rows generated from the dataset's public schema
+  // (server/synthetic_dataset.h). `synthetic_source` says which.
+  bool dry_run = false;
+  std::optional<storage::DatasetRecord> dummy;
+  std::string synthetic_source;
 };
 
 v1::Calibration CalibrationToProto(const optim::Calibration& c);
@@ -59,8 +68,11 @@ class JobAdmission {
                const Limits& limits);
 
   // Translates, checks and calibrates `spec` against the dataset's public
-  // metadata and prices it under the dataset's filter. Charges nothing.
+  // metadata and prices it under the dataset's filter. Charges nothing. A
+  // dry run is prepared exactly like the real job, then marked uncharged
+  // and given its synthetic source.
   absl::StatusOr<PreparedJob> Prepare(const v1::JobSpec& spec) const;
+
   // Prepare, then the admission rule on the current ledger (with the
   // principal's cap); charges nothing.
   absl::StatusOr<v1::JobEstimate> Estimate(const v1::JobSpec& spec,
@@ -79,8 +91,23 @@ class JobAdmission {
   // (nothing written in either case).
   absl::StatusOr<Outcome> ChargeAndCreate(
       const PreparedJob& prepared, const storage::JobRecord& record) const;
+  // The approval of job `job_id`, created PENDING_APPROVAL from `prepared`'s
+  // spec: the admission rule and the charge in one transaction that also
+  // moves the job to QUEUED (storage::Ledger::ChargeAndQueuePendingJob),
+  // then the ledger's high-water mark. Same outcomes and errors as
+  // ChargeAndCreate; FAILED_PRECONDITION if the job is no longer pending.
+  absl::StatusOr<Outcome> ChargePending(const PreparedJob& prepared,
+                                        const std::string& job_id) const;
 
  private:
+  absl::StatusOr<PreparedJob> PrepareRealJob(const v1::JobSpec& spec) const;
+  absl::StatusOr<v1::JobEstimate> EstimatePrepared(
+      const PreparedJob& p, const std::string& principal) const;
+  storage::ChargeRequest ChargeOf(const PreparedJob& p) const;
+  // Advances the ledger's high-water mark past `seq`; on failure marks job
+  // `job_id` FAILED (charged, not run) and returns kChargedNotStarted.
+  Outcome AdvanceMark(int64_t seq, const std::string& job_id) const;
+
   storage::Database* db_;
   ExecutionEnvironment env_;
   Limits limits_;

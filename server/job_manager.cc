@@ -21,6 +21,7 @@
 #include "server/job_listing.h"
 #include "server/proto_util.h"
 #include "server/spec_translation.h"
+#include "server/synthetic_dataset.h"
 #include "server/translation/registry.h"
 
 namespace dpopt::server {
@@ -42,6 +43,10 @@ v1::JobState ToProtoState(JobState s) {
       return v1::JOB_STATE_FAILED;
     case JobState::kCancelled:
       return v1::JOB_STATE_CANCELLED;
+    case JobState::kPendingApproval:
+      return v1::JOB_STATE_PENDING_APPROVAL;
+    case JobState::kRejected:
+      return v1::JOB_STATE_REJECTED;
   }
   return v1::JOB_STATE_UNSPECIFIED;
 }
@@ -146,26 +151,46 @@ absl::Status JobManager::RecoverInterruptedJobs() {
 
 absl::StatusOr<v1::JobEstimate> JobManager::Estimate(
     const v1::JobSpec& spec, const std::string& principal) {
-  return admission_->Estimate(spec, principal);
+  ASSIGN_OR_RETURN(v1::JobEstimate est, admission_->Estimate(spec, principal));
+  if (spec.dry_run() || principal.empty() || !est.cost().charged()) return est;
+  // Whether the job would wait for a curator's approval (analysts only:
+  // curators hold no grants).
+  ASSIGN_OR_RETURN(std::optional<storage::GrantRecord> grant,
+                   db_->access().FindGrant(principal, spec.dataset()));
+  if (grant.has_value() && grant->approval_above_epsilon > 0 &&
+      est.cost().epsilon() > grant->approval_above_epsilon) {
+    est.set_message(absl::StrCat(
+        est.message(), est.message().empty() ? "" : "; ",
+        absl::StrFormat("its cost is above the approval threshold of your "
+                        "grant (epsilon %.6g): submitted, it will wait for a "
+                        "curator's approval, uncharged",
+                        grant->approval_above_epsilon)));
+  }
+  return est;
 }
 
 absl::StatusOr<v1::Job> JobManager::Submit(
     const v1::JobSpec& spec, const std::string& principal, storage::Role role,
     const std::function<void(const std::string&)>& on_id,
-    std::optional<int> own_max_active_jobs) {
+    std::optional<int> own_max_active_jobs,
+    const std::function<void(const std::string&)>& on_note) {
   absl::StatusOr<v1::Job> job =
-      Admit(spec, principal, role, on_id, own_max_active_jobs);
+      Admit(spec, principal, role, on_id, own_max_active_jobs, on_note);
   LogFields fields;
   fields.principal = principal;
   fields.dataset = spec.dataset().substr(0, 128);
   if (job.ok()) {
     fields.job = job->id();
     fields.status = v1::JobState_Name(job->state());
-    LogEvent(
-        LogLevel::kInfo, "job_admitted",
-        absl::StrCat("job ", job->id(), " admitted (",
-                     job->cost().charged() ? "charged" : "not charged", ")"),
-        fields);
+    LogEvent(LogLevel::kInfo, "job_admitted",
+             absl::StrCat("job ", job->id(), " admitted (",
+                          job->synthetic_data() ? "dry run, not charged"
+                          : job->state() == v1::JOB_STATE_PENDING_APPROVAL
+                              ? "waiting for approval, not charged"
+                          : job->cost().charged() ? "charged"
+                                                  : "not charged",
+                          ")"),
+             fields);
   } else {
     fields.status = absl::StatusCodeToString(job.status().code());
     LogEvent(LogLevel::kInfo, "job_refused", "a submission was refused",
@@ -183,10 +208,55 @@ absl::StatusOr<v1::Job> JobManager::Submit(
   return job;
 }
 
+absl::StatusOr<bool> JobManager::MaybeCreatePending(
+    const PreparedJob& p, JobRecord& record,
+    std::optional<int> own_max_active_jobs,
+    const std::function<void(const std::string&)>& on_note) {
+  if (p.dry_run || !p.cost.charged() || !p.requires_grant) return false;
+  ASSIGN_OR_RETURN(std::optional<storage::GrantRecord> grant,
+                   db_->access().FindGrant(p.principal, p.dataset.name));
+  if (!grant.has_value() || grant->approval_above_epsilon <= 0 ||
+      !(p.cost.epsilon() > grant->approval_above_epsilon)) {
+    return false;
+  }
+  // Waiting jobs are bounded per principal like active ones.
+  const int limit =
+      own_max_active_jobs.value_or(options_.max_active_jobs_per_principal);
+  if (limit > 0) {
+    storage::JobFilter filter;
+    filter.principal = p.principal;
+    filter.state = JobState::kPendingApproval;
+    filter.limit = limit;
+    filter.without_result = true;
+    ASSIGN_OR_RETURN(std::vector<JobRecord> waiting, db_->jobs().List(filter));
+    if (static_cast<int>(waiting.size()) >= limit) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("at most ", limit,
+                       " jobs per principal may wait for approval "
+                       "(--max-jobs-per-principal); nothing was charged"));
+    }
+  }
+  const int64_t timeout = grant->approval_timeout_seconds > 0
+                              ? grant->approval_timeout_seconds
+                              : storage::kDefaultApprovalTimeoutSeconds;
+  record.state = JobState::kPendingApproval;
+  record.approval_expires_at_micros =
+      absl::ToUnixMicros(absl::Now()) + timeout * 1000000;
+  record.message = absl::StrFormat(
+      "waiting for a curator's approval: its cost, epsilon %.6g, is above "
+      "the approval threshold of this grant, %.6g; nothing is charged "
+      "unless it is approved",
+      p.cost.epsilon(), grant->approval_above_epsilon);
+  if (on_note) on_note("pending approval");
+  RETURN_IF_ERROR(db_->jobs().Create(record).status());
+  return true;
+}
+
 absl::StatusOr<v1::Job> JobManager::Admit(
     const v1::JobSpec& spec, const std::string& principal, storage::Role role,
     const std::function<void(const std::string&)>& on_id,
-    std::optional<int> own_max_active_jobs) {
+    std::optional<int> own_max_active_jobs,
+    const std::function<void(const std::string&)>& on_note) {
   if (draining_.load()) {
     return absl::UnavailableError(
         "the server is shutting down and admits no new jobs; nothing was "
@@ -196,16 +266,9 @@ absl::StatusOr<v1::Job> JobManager::Admit(
   prepared.principal = principal;
   prepared.requires_grant = role != storage::Role::kCurator;
   auto p = std::make_shared<PreparedJob>(std::move(prepared));
-  // The principal's job slot and a queue slot first: neither limit may
-  // cost budget. The slot is released when the job's work is dropped
-  // (after it ran, or unrun at shutdown) or on any return before that.
-  ASSIGN_OR_RETURN(std::shared_ptr<ConcurrencyLimiter::Slot> slot,
-                   active_jobs_->Acquire(principal, own_max_active_jobs));
-  ASSIGN_OR_RETURN(jobs::JobRunner::Ticket ticket, runner_->Reserve());
 
   JobRecord record;
   record.id = NewJobId();
-  if (on_id) on_id(record.id);
   record.dataset = p->dataset.name;
   record.principal = principal;
   record.state = JobState::kQueued;
@@ -213,6 +276,20 @@ absl::StatusOr<v1::Job> JobManager::Admit(
   record.calibration = CalibrationToProto(p->calibration).SerializeAsString();
   record.cost = p->cost.SerializeAsString();
   record.steps_total = p->calibration.steps;
+  record.synthetic_source = p->synthetic_source;
+
+  // A job above its grant's approval threshold waits, uncharged.
+  if (on_id) on_id(record.id);
+  ASSIGN_OR_RETURN(bool pending, MaybeCreatePending(
+                                     *p, record, own_max_active_jobs, on_note));
+  if (pending) return Get(record.id);
+
+  // The principal's job slot and a queue slot first: neither limit may
+  // cost budget. The slot is released when the job's work is dropped
+  // (after it ran, or unrun at shutdown) or on any return before that.
+  ASSIGN_OR_RETURN(std::shared_ptr<ConcurrencyLimiter::Slot> slot,
+                   active_jobs_->Acquire(principal, own_max_active_jobs));
+  ASSIGN_OR_RETURN(jobs::JobRunner::Ticket ticket, runner_->Reserve());
 
   ASSIGN_OR_RETURN(JobAdmission::Outcome outcome,
                    admission_->ChargeAndCreate(*p, record));
@@ -220,7 +297,14 @@ absl::StatusOr<v1::Job> JobManager::Admit(
     return Get(record.id);
   }
   // Durable from here on. The worker loads private rows only after this.
-  const std::string id = record.id;
+  RETURN_IF_ERROR(Enqueue(std::move(ticket), std::move(slot), p, record.id));
+  return Get(record.id);
+}
+
+absl::Status JobManager::Enqueue(jobs::JobRunner::Ticket ticket,
+                                 std::shared_ptr<ConcurrencyLimiter::Slot> slot,
+                                 std::shared_ptr<PreparedJob> p,
+                                 const std::string& id) {
   active_.fetch_add(1);
   absl::Status queued = runner_->Submit(
       std::move(ticket), id,
@@ -231,9 +315,105 @@ absl::StatusOr<v1::Job> JobManager::Admit(
     // Only during shutdown. The charge stands (it is durable); the job fails.
     (void)db_->jobs().UpdateState(
         id, JobState::kFailed,
-        "the server is shutting down; its privacy cost stays charged");
-    return queued;
+        p->cost.charged() && !p->dry_run
+            ? "the server is shutting down; its privacy cost stays charged"
+            : "the server is shutting down");
   }
+  return queued;
+}
+
+void JobManager::ExpirePendingJobs() {
+  storage::JobFilter filter;
+  filter.state = JobState::kPendingApproval;
+  filter.without_result = true;
+  absl::StatusOr<std::vector<JobRecord>> pending = db_->jobs().List(filter);
+  if (!pending.ok()) return;
+  const int64_t now = absl::ToUnixMicros(absl::Now());
+  for (const JobRecord& r : *pending) {
+    if (now < r.approval_expires_at_micros) continue;
+    if (db_->jobs()
+            .UpdateState(r.id, JobState::kRejected,
+                         "not approved within the grant's approval timeout "
+                         "(expired); nothing was charged")
+            .ok()) {
+      // The server's own decision, audited like the curators'.
+      storage::AuditRecord audit;
+      audit.principal = "dpopt-server";
+      audit.method = "Server/ExpireJob";
+      audit.dataset = r.dataset;
+      audit.job_id = r.id;
+      audit.target = r.principal;
+      audit.detail = "approval expired; nothing was charged";
+      (void)db_->access().AppendAudit(audit);
+      PublishJob(r.id);
+    }
+  }
+}
+
+absl::StatusOr<v1::ListJobsResponse> JobManager::ListPending(
+    const std::string& dataset) {
+  ExpirePendingJobs();
+  storage::JobFilter filter;
+  filter.dataset = dataset;
+  filter.state = JobState::kPendingApproval;
+  filter.without_result = true;
+  ASSIGN_OR_RETURN(std::vector<JobRecord> records, db_->jobs().List(filter));
+  v1::ListJobsResponse out;
+  for (const JobRecord& r : records) {
+    ASSIGN_OR_RETURN(*out.add_jobs(), ToProto(r));
+  }
+  return out;
+}
+
+absl::StatusOr<v1::Job> JobManager::Approve(const std::string& id) {
+  if (draining_.load()) {
+    return absl::UnavailableError(
+        "the server is shutting down and admits no new jobs; nothing was "
+        "charged. Retry when it is back");
+  }
+  ExpirePendingJobs();
+  ASSIGN_OR_RETURN(JobRecord r, db_->jobs().Get(id));
+  if (r.state != JobState::kPendingApproval) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", id, " is not waiting for approval (",
+                     storage::JobStateName(r.state), ")"));
+  }
+  v1::JobSpec spec;
+  if (!spec.ParseFromString(r.spec)) {
+    return absl::DataLossError(absl::StrCat("job ", id, " record is corrupt"));
+  }
+  // The normal admission, on the ledger as it is now.
+  ASSIGN_OR_RETURN(PreparedJob prepared, admission_->Prepare(spec));
+  prepared.principal = r.principal;
+  prepared.requires_grant = true;  // only analysts' jobs wait for approval
+  auto p = std::make_shared<PreparedJob>(std::move(prepared));
+  ASSIGN_OR_RETURN(std::shared_ptr<ConcurrencyLimiter::Slot> slot,
+                   active_jobs_->Acquire(r.principal, std::nullopt));
+  ASSIGN_OR_RETURN(jobs::JobRunner::Ticket ticket, runner_->Reserve());
+  ASSIGN_OR_RETURN(JobAdmission::Outcome outcome,
+                   admission_->ChargePending(*p, id));
+  if (outcome == JobAdmission::Outcome::kQueued) {
+    RETURN_IF_ERROR(Enqueue(std::move(ticket), std::move(slot), p, id));
+  }
+  PublishJob(id);
+  return Get(id);
+}
+
+absl::StatusOr<v1::Job> JobManager::Reject(const std::string& id,
+                                           const std::string& reason) {
+  ExpirePendingJobs();
+  ASSIGN_OR_RETURN(JobRecord r, db_->jobs().Get(id));
+  if (r.state != JobState::kPendingApproval) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", id, " is not waiting for approval (",
+                     storage::JobStateName(r.state), ")"));
+  }
+  RETURN_IF_ERROR(db_->jobs().UpdateState(
+      id, JobState::kRejected,
+      absl::StrCat("rejected by a curator",
+                   reason.empty() ? "" : absl::StrCat(": ", reason),
+                   "; nothing was charged")));
+  PublishJob(id);
   return Get(id);
 }
 
@@ -353,7 +533,8 @@ void JobManager::Execute(const std::string& job_id,
     (void)db_->jobs().UpdateState(
         job_id, state,
         state == JobState::kCancelled
-            ? "cancelled; its privacy cost stays charged"
+            ? (prepared->dry_run ? "cancelled (a dry run: nothing was charged)"
+                                 : "cancelled; its privacy cost stays charged")
             : PublicFailure(s));
   }
   PublishJob(job_id);
@@ -366,8 +547,10 @@ absl::Status JobManager::RunJob(const std::string& job_id, const PreparedJob& p,
   RETURN_IF_ERROR(db_->jobs().UpdateState(job_id, JobState::kRunning));
   PublishJob(job_id);
 
+  // A dry run never loads the dataset's rows: synthetic ones, or the public
+  // dummy's.
   ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> train_rows,
-                   LoadRows(p.dataset));
+                   p.dry_run ? DryRunRows(p) : LoadRows(p.dataset));
   const Dataset& train = *train_rows;
   std::shared_ptr<const Dataset> eval;
   if (p.has_eval) {
@@ -402,6 +585,10 @@ absl::Status JobManager::RunJob(const std::string& job_id, const PreparedJob& p,
   }
   *out.mutable_cost() = p.cost;
   *out.mutable_calibration() = CalibrationToProto(p.calibration);
+  if (p.dry_run) {
+    out.set_synthetic_data(true);
+    out.set_synthetic_source(p.synthetic_source);
+  }
   v1::Evaluation evaluation;
   if (eval != nullptr) {
     evaluation.set_dataset(p.eval_dataset.name);
@@ -433,6 +620,30 @@ absl::StatusOr<std::shared_ptr<const Dataset>> JobManager::LoadRows(
   return cache_->Get(key, [&]() { return db_->datasets().Load(live.name); });
 }
 
+absl::StatusOr<std::shared_ptr<const Dataset>> JobManager::DryRunRows(
+    const PreparedJob& p) {
+  if (p.dummy.has_value()) return LoadRows(*p.dummy);
+  // The dataset must still be live, as for a real job.
+  ASSIGN_OR_RETURN(storage::DatasetRecord live,
+                   db_->datasets().Get(p.dataset.name));
+  if (live.id != p.dataset.id || live.deleted_at_micros != 0) {
+    return absl::NotFoundError(
+        absl::StrCat("dataset \"", p.dataset.name, "\" not found"));
+  }
+  ASSIGN_OR_RETURN(auto rng, noise::NewSecureRandom());
+  const SyntheticSchema schema = SyntheticSchema::Of(p.dataset);
+  if (p.dataset.problem_json.empty()) {
+    ASSIGN_OR_RETURN(Dataset data, SyntheticDataset::Generate(schema, *rng));
+    return std::make_shared<const Dataset>(std::move(data));
+  }
+  // Max-affine problems: the public slopes (read without the offsets).
+  ASSIGN_OR_RETURN(Eigen::MatrixXd slopes,
+                   db_->datasets().LoadPublicSlopes(p.dataset.name));
+  ASSIGN_OR_RETURN(Dataset data, SyntheticDataset::GenerateMaxAffine(
+                                     schema, std::move(slopes), *rng));
+  return std::make_shared<const Dataset>(std::move(data));
+}
+
 absl::StatusOr<v1::Job> JobManager::ToProto(const JobRecord& r) {
   v1::Job j;
   j.set_id(r.id);
@@ -448,6 +659,18 @@ absl::StatusOr<v1::Job> JobManager::ToProto(const JobRecord& r) {
   j.set_steps_done(r.steps_done);
   j.set_steps_total(r.steps_total);
   j.set_principal(r.principal);
+  if (j.spec().dry_run()) {
+    j.set_synthetic_data(true);
+    j.set_synthetic_source(r.synthetic_source);
+  }
+  if (r.state == JobState::kPendingApproval || r.state == JobState::kRejected) {
+    // Priced, but charged only once approved.
+    j.mutable_cost()->set_charged(false);
+  }
+  if (r.state == JobState::kPendingApproval) {
+    *j.mutable_approval_expires_at() =
+        ToTimestamp(r.approval_expires_at_micros);
+  }
   if (r.created_at_micros > 0)
     *j.mutable_created_at() = ToTimestamp(r.created_at_micros);
   if (r.started_at_micros > 0)
@@ -460,6 +683,11 @@ absl::StatusOr<v1::Job> JobManager::ToProto(const JobRecord& r) {
 
 absl::StatusOr<v1::Job> JobManager::Get(const std::string& id) {
   ASSIGN_OR_RETURN(JobRecord r, db_->jobs().Get(id));
+  if (r.state == JobState::kPendingApproval &&
+      absl::ToUnixMicros(absl::Now()) >= r.approval_expires_at_micros) {
+    ExpirePendingJobs();
+    ASSIGN_OR_RETURN(r, db_->jobs().Get(id));
+  }
   ASSIGN_OR_RETURN(v1::Job j, ToProto(r));
   return j;
 }
@@ -494,6 +722,13 @@ absl::StatusOr<v1::ListJobsResponse> JobManager::ListPage(
 
 absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& id) {
   ASSIGN_OR_RETURN(JobRecord r, db_->jobs().Get(id));
+  if (r.state == JobState::kPendingApproval) {
+    RETURN_IF_ERROR(db_->jobs().UpdateState(
+        id, JobState::kCancelled,
+        "cancelled while waiting for approval; nothing was charged"));
+    PublishJob(id);
+    return Get(id);
+  }
   if (r.state != JobState::kQueued && r.state != JobState::kRunning) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", id, " has already ended"));
@@ -507,6 +742,14 @@ absl::StatusOr<int64_t> JobManager::CancelDatasetJobs(
   ASSIGN_OR_RETURN(v1::ListJobsResponse jobs, List(dataset));
   std::vector<std::string> ids;
   for (const v1::Job& j : jobs.jobs()) {
+    if (j.state() == v1::JOB_STATE_PENDING_APPROVAL) {
+      // Never charged: it ends with its dataset.
+      (void)db_->jobs().UpdateState(
+          j.id(), JobState::kCancelled,
+          "its dataset was deleted while it waited for approval; nothing "
+          "was charged");
+      continue;
+    }
     if (j.state() == v1::JOB_STATE_QUEUED ||
         j.state() == v1::JOB_STATE_RUNNING) {
       runner_->Cancel(j.id());

@@ -86,10 +86,15 @@ class JobManager {
   // job).
   // `own_max_active_jobs` is the principal's own job limit, if a curator set
   // one (else the server's).
+  // A job whose cost exceeds the analyst's grant's approval threshold is
+  // created PENDING_APPROVAL instead, uncharged (`on_note`, optional, then
+  // learns "pending approval" before it is created, for the audit record);
+  // at most the principal's job limit of its jobs may be pending at once.
   absl::StatusOr<v1::Job> Submit(
       const v1::JobSpec& spec, const std::string& principal, storage::Role role,
       const std::function<void(const std::string&)>& on_id = nullptr,
-      std::optional<int> own_max_active_jobs = std::nullopt);
+      std::optional<int> own_max_active_jobs = std::nullopt,
+      const std::function<void(const std::string&)>& on_note = nullptr);
   absl::StatusOr<v1::Job> Get(const std::string& id);
   // Every job of `dataset` (empty: all), oldest first (internal use).
   absl::StatusOr<v1::ListJobsResponse> List(const std::string& dataset);
@@ -99,6 +104,21 @@ class JobManager {
       const v1::ListJobsRequest& request, const std::string& principal);
   // FAILED_PRECONDITION if the job already ended.
   absl::StatusOr<v1::Job> Cancel(const std::string& id);
+
+  // Curator approval (Grant.approval_above_epsilon). Pending jobs past their
+  // expiry are moved to REJECTED (nothing charged) by each of these first.
+  // The pending jobs of `dataset` (empty: all), oldest first.
+  absl::StatusOr<v1::ListJobsResponse> ListPending(const std::string& dataset);
+  // Re-prepares the pending job's stored spec and runs the normal admission
+  // (price, filter, cap and charge in one transaction, which also moves the
+  // job to QUEUED), then queues it. RESOURCE_EXHAUSTED (nothing charged, the
+  // job stays pending) when the budget, cap or the submitter's job limit has
+  // no room; FAILED_PRECONDITION unless pending.
+  absl::StatusOr<v1::Job> Approve(const std::string& id);
+  // PENDING_APPROVAL -> REJECTED with `reason`; nothing charged.
+  // FAILED_PRECONDITION unless pending.
+  absl::StatusOr<v1::Job> Reject(const std::string& id,
+                                 const std::string& reason);
   // Cancels every queued or running job of `dataset` and waits (up to
   // `wait`) until they have ended. Returns how many were cancelled.
   // DEADLINE_EXCEEDED if some job has not stopped in time.
@@ -141,7 +161,14 @@ class JobManager {
   absl::StatusOr<v1::Job> Admit(
       const v1::JobSpec& spec, const std::string& principal, storage::Role role,
       const std::function<void(const std::string&)>& on_id,
-      std::optional<int> own_max_active_jobs);
+      std::optional<int> own_max_active_jobs,
+      const std::function<void(const std::string&)>& on_note);
+  // Creates `record` PENDING_APPROVAL if `p`'s cost is above the analyst's
+  // grant's approval threshold; returns whether it did.
+  absl::StatusOr<bool> MaybeCreatePending(
+      const PreparedJob& p, storage::JobRecord& record,
+      std::optional<int> own_max_active_jobs,
+      const std::function<void(const std::string&)>& on_note);
   void Execute(const std::string& job_id, std::shared_ptr<PreparedJob> prepared,
                const jobs::CancellationToken& token);
   absl::Status RunJob(const std::string& job_id, const PreparedJob& prepared,
@@ -151,7 +178,20 @@ class JobManager {
   // once the dataset is deleted, cached or not.
   absl::StatusOr<std::shared_ptr<const Dataset>> LoadRows(
       const storage::DatasetRecord& record);
+  // A dry run's rows: the public dummy's, or synthetic ones drawn from the
+  // dataset's public schema (server/synthetic_dataset.h). Never the
+  // dataset's own rows.
+  absl::StatusOr<std::shared_ptr<const Dataset>> DryRunRows(
+      const PreparedJob& prepared);
   void PublishJob(const std::string& job_id);
+  // Moves pending jobs past their expiry to REJECTED.
+  void ExpirePendingJobs();
+  // Hands an admitted (charged or free) job to the runner; on failure (only
+  // at shutdown) marks it FAILED.
+  absl::Status Enqueue(jobs::JobRunner::Ticket ticket,
+                       std::shared_ptr<ConcurrencyLimiter::Slot> slot,
+                       std::shared_ptr<PreparedJob> prepared,
+                       const std::string& id);
   static absl::StatusOr<std::vector<v1::TracePoint>> ParseTrace(
       const std::string& id, std::vector<storage::TraceEntry> entries);
 

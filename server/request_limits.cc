@@ -26,7 +26,7 @@ absl::Status CheckString(const FieldDescriptor& field, const std::string& path,
   size_t limit = kMaxTextBytes;
   bool id = false;
   if (name == "name" || name == "dataset" || name == "principal" ||
-      name == "evaluate_on" || name == "feature_names") {
+      name == "evaluate_on" || name == "feature_names" || name == "dummy_for") {
     limit = kMaxNameBytes;
   } else if (name == "id" || name == "job_id") {
     limit = kMaxIdBytes;

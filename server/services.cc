@@ -27,7 +27,7 @@ absl::Status Assign(absl::StatusOr<T> result, T* response) {
 
 bool Terminal(v1::JobState s) {
   return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED ||
-         s == v1::JOB_STATE_CANCELLED;
+         s == v1::JOB_STATE_CANCELLED || s == v1::JOB_STATE_REJECTED;
 }
 
 // One RPC: authenticates the caller from its metadata on construction,
@@ -112,6 +112,11 @@ class Call {
     target_ = std::move(t);
     return *this;
   }
+  // A short, server-written note for the audit record (never request text).
+  Call& detail(std::string d) {
+    detail_ = std::move(d);
+    return *this;
+  }
   grpc::Status Done(const absl::Status& s) {
     if (!authenticated_) {
       std::optional<int64_t> suppressed =
@@ -150,6 +155,7 @@ class Call {
     r.dataset = dataset_;
     r.job_id = job_;
     r.target = target_;
+    r.detail = detail_;
     return r;
   }
 
@@ -161,7 +167,7 @@ class Call {
   bool authenticated_ = false;
   bool fields_valid_ = true;
   Caller caller_;
-  std::string dataset_, job_, target_;
+  std::string dataset_, job_, target_, detail_;
   storage::ScopedCommitHook hook_;
 };
 
@@ -246,6 +252,13 @@ v1::Grant ToProto(const storage::GrantRecord& g) {
   out.set_dataset(g.dataset);
   out.set_epsilon_cap(g.epsilon_cap);
   *out.mutable_created_at() = ToTimestamp(g.created_at_micros);
+  out.set_approval_above_epsilon(g.approval_above_epsilon);
+  out.set_approval_timeout_seconds(
+      g.approval_above_epsilon > 0
+          ? (g.approval_timeout_seconds > 0
+                 ? g.approval_timeout_seconds
+                 : storage::kDefaultApprovalTimeoutSeconds)
+          : 0);
   return out;
 }
 
@@ -465,13 +478,16 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* ctx,
                                        v1::Job* response) {
   Call call(env_, ctx, "JobService/SubmitJob", request);
   call.dataset(request->spec().dataset());
+  // Dry runs are audited as such (they charge nothing).
+  if (request->spec().dry_run()) call.detail("dry run");
   if (!call.admitted().ok()) return call.Done(call.admitted());
   absl::Status s = CheckSpecVisible(*env_.auth, call.caller(), request->spec());
   if (s.ok()) {
     s = Assign(jobs_->Submit(
                    request->spec(), call.caller().name, call.caller().role,
                    [&call](const std::string& id) { call.job(id); },
-                   call.caller().limits.max_active_jobs),
+                   call.caller().limits.max_active_jobs,
+                   [&call](const std::string& note) { call.detail(note); }),
                response);
   }
   if (!s.ok()) call.job("");  // the id was never created
@@ -624,6 +640,55 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* ctx,
   if (!call.admitted().ok()) return call.Done(call.admitted());
   absl::Status s = OwnJob(call.caller(), request->id()).status();
   if (s.ok()) s = Assign(jobs_->Cancel(request->id()), response);
+  return call.Done(s);
+}
+
+grpc::Status JobServiceImpl::ListPendingJobs(
+    grpc::ServerContext* ctx, const v1::ListPendingJobsRequest* request,
+    v1::ListJobsResponse* response) {
+  Call call(env_, ctx, "JobService/ListPendingJobs", request);
+  call.dataset(request->dataset());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
+  absl::Status s =
+      Authenticator::RequireCurator(call.caller(), "listing jobs for approval");
+  if (s.ok()) s = Assign(jobs_->ListPending(request->dataset()), response);
+  return call.Done(s);
+}
+
+grpc::Status JobServiceImpl::ApproveJob(grpc::ServerContext* ctx,
+                                        const v1::ApproveJobRequest* request,
+                                        v1::Job* response) {
+  Call call(env_, ctx, "JobService/ApproveJob", request);
+  call.job(request->id()).detail("approved");
+  if (!call.admitted().ok()) return call.Done(call.admitted());
+  absl::Status s =
+      Authenticator::RequireCurator(call.caller(), "approving jobs");
+  if (s.ok()) {
+    absl::StatusOr<v1::Job> job = jobs_->Get(request->id());
+    s = job.status();
+    if (s.ok()) call.dataset(job->spec().dataset());
+  }
+  if (s.ok()) s = Assign(jobs_->Approve(request->id()), response);
+  return call.Done(s);
+}
+
+grpc::Status JobServiceImpl::RejectJob(grpc::ServerContext* ctx,
+                                       const v1::RejectJobRequest* request,
+                                       v1::Job* response) {
+  Call call(env_, ctx, "JobService/RejectJob", request);
+  // The reason is bounded (request limits) and written by a curator.
+  call.job(request->id()).detail(absl::StrCat("rejected: ", request->reason()));
+  if (!call.admitted().ok()) return call.Done(call.admitted());
+  absl::Status s =
+      Authenticator::RequireCurator(call.caller(), "rejecting jobs");
+  if (s.ok()) {
+    absl::StatusOr<v1::Job> job = jobs_->Get(request->id());
+    s = job.status();
+    if (s.ok()) call.dataset(job->spec().dataset());
+  }
+  if (s.ok()) {
+    s = Assign(jobs_->Reject(request->id(), request->reason()), response);
+  }
   return call.Done(s);
 }
 
@@ -827,7 +892,9 @@ grpc::Status AdminServiceImpl::GrantDataset(grpc::ServerContext* ctx,
             Authenticator::RequireCurator(call.caller(), "granting datasets"));
         ASSIGN_OR_RETURN(auto g,
                          env_.access->Grant(req->principal(), req->dataset(),
-                                            req->epsilon_cap()));
+                                            req->epsilon_cap(),
+                                            req->approval_above_epsilon(),
+                                            req->approval_timeout_seconds()));
         return ToProto(g);
       }(),
       resp));

@@ -94,6 +94,16 @@ class JobServiceImpl final : public v1::JobService::Service {
   grpc::Status GetJobResult(grpc::ServerContext* ctx,
                             const v1::GetJobResultRequest* request,
                             v1::JobResult* response) override;
+  // Curators only (PERMISSION_DENIED otherwise).
+  grpc::Status ListPendingJobs(grpc::ServerContext* ctx,
+                               const v1::ListPendingJobsRequest* request,
+                               v1::ListJobsResponse* response) override;
+  grpc::Status ApproveJob(grpc::ServerContext* ctx,
+                          const v1::ApproveJobRequest* request,
+                          v1::Job* response) override;
+  grpc::Status RejectJob(grpc::ServerContext* ctx,
+                         const v1::RejectJobRequest* request,
+                         v1::Job* response) override;
 
  private:
   // NOT_FOUND unless the caller is a curator or submitted the job.

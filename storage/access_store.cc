@@ -81,7 +81,8 @@ TokenRecord ReadToken(Statement& st) {
 }
 
 constexpr char kSelectGrant[] =
-    "SELECT p.name, d.name, g.epsilon_cap, g.created_at FROM grants g "
+    "SELECT p.name, d.name, g.epsilon_cap, g.created_at, g.approval_above, "
+    "g.approval_timeout FROM grants g "
     "JOIN principals p ON p.id = g.principal_id "
     "JOIN datasets d ON d.id = g.dataset_id ";
 
@@ -91,6 +92,8 @@ GrantRecord ReadGrant(Statement& st) {
   g.dataset = st.ColumnText(1);
   g.epsilon_cap = st.ColumnDouble(2);
   g.created_at_micros = st.ColumnInt64(3);
+  g.approval_above_epsilon = st.ColumnDouble(4);
+  g.approval_timeout_seconds = st.ColumnInt64(5);
   return g;
 }
 
@@ -317,12 +320,23 @@ absl::StatusOr<std::vector<TokenRecord>> AccessStore::ListTokens(
       });
 }
 
-absl::StatusOr<GrantRecord> AccessStore::Grant(absl::string_view principal,
-                                               absl::string_view dataset,
-                                               double epsilon_cap) {
+absl::StatusOr<GrantRecord> AccessStore::Grant(
+    absl::string_view principal, absl::string_view dataset, double epsilon_cap,
+    double approval_above_epsilon, int64_t approval_timeout_seconds) {
   if (!std::isfinite(epsilon_cap) || epsilon_cap < 0) {
     return absl::InvalidArgumentError(
         "epsilon cap must be a finite number >= 0 (0 = no cap)");
+  }
+  if (!std::isfinite(approval_above_epsilon) || approval_above_epsilon < 0) {
+    return absl::InvalidArgumentError(
+        "approval threshold must be a finite epsilon >= 0 (0 = no approval "
+        "needed)");
+  }
+  if (approval_timeout_seconds < 0 ||
+      approval_timeout_seconds > kMaxApprovalTimeoutSeconds) {
+    return absl::InvalidArgumentError(
+        "approval timeout must be between 0 (the default, 7 days) and 10 "
+        "years, in seconds");
   }
   return db_.WithConnection([&](Connection& conn)
                                 -> absl::StatusOr<GrantRecord> {
@@ -337,13 +351,18 @@ absl::StatusOr<GrantRecord> AccessStore::Grant(absl::string_view principal,
     ASSIGN_OR_RETURN(
         Statement st,
         conn.Prepare("INSERT INTO grants(principal_id, dataset_id, "
-                     "epsilon_cap, created_at) VALUES(?, ?, ?, ?) ON "
+                     "epsilon_cap, created_at, approval_above, "
+                     "approval_timeout) VALUES(?, ?, ?, ?, ?, ?) ON "
                      "CONFLICT(principal_id, dataset_id) DO UPDATE SET "
-                     "epsilon_cap = excluded.epsilon_cap"));
+                     "epsilon_cap = excluded.epsilon_cap, approval_above = "
+                     "excluded.approval_above, approval_timeout = "
+                     "excluded.approval_timeout"));
     RETURN_IF_ERROR(st.BindInt64(1, p.id));
     RETURN_IF_ERROR(st.BindInt64(2, d.id));
     RETURN_IF_ERROR(st.BindDouble(3, epsilon_cap));
     RETURN_IF_ERROR(st.BindInt64(4, internal::NowMicros()));
+    RETURN_IF_ERROR(st.BindDouble(5, approval_above_epsilon));
+    RETURN_IF_ERROR(st.BindInt64(6, approval_timeout_seconds));
     RETURN_IF_ERROR(st.Run());
     ASSIGN_OR_RETURN(std::optional<GrantRecord> g,
                      FindGrantLocked(conn, principal, d.id));

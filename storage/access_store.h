@@ -63,7 +63,16 @@ struct GrantRecord {
   // dataset's filter at the dataset's delta; 0 = no cap.
   double epsilon_cap = 0;
   int64_t created_at_micros = 0;
+  // Jobs whose cost (epsilon) exceeds this wait for a curator's approval;
+  // 0 = never.
+  double approval_above_epsilon = 0;
+  // How long such a job may wait, in seconds (0 = kDefaultApprovalTimeout).
+  int64_t approval_timeout_seconds = 0;
 };
+
+// How long a job may wait for approval unless its grant says otherwise.
+inline constexpr int64_t kDefaultApprovalTimeoutSeconds = 7 * 24 * 3600;
+inline constexpr int64_t kMaxApprovalTimeoutSeconds = 10LL * 365 * 24 * 3600;
 
 struct AuditRecord {
   int64_t seq = 0;
@@ -134,12 +143,16 @@ class AccessStore {
   absl::StatusOr<std::vector<TokenRecord>> ListTokens(
       absl::string_view principal);
 
-  // Grants (or updates the cap of) an analyst's access to a dataset.
+  // Grants (or updates the cap and approval threshold of) an analyst's
+  // access to a dataset.
   // Errors: NOT_FOUND (principal or dataset), FAILED_PRECONDITION (not an
-  // analyst), INVALID_ARGUMENT (cap not finite or < 0).
+  // analyst), INVALID_ARGUMENT (cap or threshold not finite or < 0, timeout
+  // outside [0, kMaxApprovalTimeoutSeconds]).
   absl::StatusOr<GrantRecord> Grant(absl::string_view principal,
                                     absl::string_view dataset,
-                                    double epsilon_cap);
+                                    double epsilon_cap,
+                                    double approval_above_epsilon = 0,
+                                    int64_t approval_timeout_seconds = 0);
   // NOT_FOUND if there is no such grant.
   absl::Status RevokeGrant(absl::string_view principal,
                            absl::string_view dataset);

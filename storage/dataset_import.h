@@ -117,6 +117,9 @@ struct ImportOptions {
   std::string description;  // at most kMaxDescriptionBytes
   // Empty, or exactly `dimension` names of at most kMaxFeatureNameBytes each.
   std::vector<std::string> feature_names;
+  // A public dummy for dry runs on the private dataset with this id (the
+  // server checks that the schemas match); 0 = not a dummy.
+  int64_t dummy_for_id = 0;
 
   static constexpr int64_t kMaxDimension = 1 << 24;
   static constexpr int kMaxClasses = 1 << 16;

@@ -60,8 +60,8 @@ constexpr char kSelectColumns[] =
     "SELECT id, name, num_rows, dimension, nonzeros, is_public, sparse, "
     "format, label_kind, num_classes, relation, epsilon_budget, "
     "delta_budget, budget_filter, lower_bounds, upper_bounds, "
-    "row_norm_bound, description, created_at, deleted_at, problem "
-    "FROM datasets ";
+    "row_norm_bound, description, created_at, deleted_at, problem, "
+    "dummy_for FROM datasets ";
 
 absl::Status Corrupt(absl::string_view name, absl::string_view what) {
   return absl::DataLossError(
@@ -103,6 +103,7 @@ absl::StatusOr<DatasetRecord> ReadRecord(Connection& conn, Statement& st) {
   r.created_at_micros = st.ColumnInt64(18);
   r.deleted_at_micros = st.ColumnInt64(19);
   r.problem_json = st.ColumnText(20);
+  r.dummy_for_id = st.ColumnInt64(21);
 
   ASSIGN_OR_RETURN(Statement names,
                    conn.Prepare("SELECT idx, name FROM dataset_features WHERE "
@@ -162,12 +163,13 @@ absl::StatusOr<int64_t> InsertDatasetRowLocked(Connection& conn,
                                                int64_t deleted_at) {
   ASSIGN_OR_RETURN(
       Statement insert,
-      conn.Prepare("INSERT INTO datasets(name, num_rows, dimension, nonzeros, "
-                   "is_public, sparse, format, label_kind, num_classes, "
-                   "relation, epsilon_budget, delta_budget, budget_filter, "
-                   "lower_bounds, upper_bounds, row_norm_bound, description, "
-                   "created_at, problem, deleted_at) VALUES(?, ?, ?, ?, ?, ?, "
-                   "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+      conn.Prepare(
+          "INSERT INTO datasets(name, num_rows, dimension, nonzeros, "
+          "is_public, sparse, format, label_kind, num_classes, "
+          "relation, epsilon_budget, delta_budget, budget_filter, "
+          "lower_bounds, upper_bounds, row_norm_bound, description, "
+          "created_at, problem, deleted_at, dummy_for) VALUES(?, ?, ?, "
+          "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   RETURN_IF_ERROR(insert.BindText(1, options.name));
   RETURN_IF_ERROR(insert.BindInt64(2, rows));
   RETURN_IF_ERROR(insert.BindInt64(3, dimension));
@@ -200,6 +202,7 @@ absl::StatusOr<int64_t> InsertDatasetRowLocked(Connection& conn,
   RETURN_IF_ERROR(insert.BindInt64(18, internal::NowMicros()));
   RETURN_IF_ERROR(insert.BindText(19, options.problem_json));
   RETURN_IF_ERROR(insert.BindInt64(20, deleted_at));
+  RETURN_IF_ERROR(insert.BindInt64(21, options.dummy_for_id));
   RETURN_IF_ERROR(insert.Run());
   return conn.LastInsertRowId();
 }
@@ -585,6 +588,90 @@ absl::StatusOr<std::vector<DatasetRecord>> DatasetStore::List() {
         }
         RETURN_IF_ERROR(txn.Commit());
         return out;
+      });
+}
+
+absl::StatusOr<std::optional<DatasetRecord>> DatasetStore::FindDummyFor(
+    int64_t id) {
+  return db_.WithConnection(
+      [&](Connection& conn) -> absl::StatusOr<std::optional<DatasetRecord>> {
+        Transaction txn(conn);
+        RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kDeferred));
+        ASSIGN_OR_RETURN(
+            Statement st,
+            conn.Prepare(absl::StrCat(kSelectColumns,
+                                      "WHERE dummy_for = ? AND deleted_at = 0 "
+                                      "AND is_public = 1 ORDER BY id DESC "
+                                      "LIMIT 1")));
+        RETURN_IF_ERROR(st.BindInt64(1, id));
+        ASSIGN_OR_RETURN(bool row, st.Step());
+        std::optional<DatasetRecord> out;
+        if (row) {
+          ASSIGN_OR_RETURN(DatasetRecord r, ReadRecord(conn, st));
+          out = std::move(r);
+        }
+        RETURN_IF_ERROR(txn.Commit());
+        return out;
+      });
+}
+
+absl::StatusOr<Eigen::MatrixXd> DatasetStore::LoadPublicSlopes(
+    absl::string_view name) {
+  return db_.WithConnection(
+      [&](Connection& conn) -> absl::StatusOr<Eigen::MatrixXd> {
+        Transaction txn(conn);
+        RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kDeferred));
+        ASSIGN_OR_RETURN(DatasetRecord rec, GetLocked(conn, name));
+        if (rec.deleted_at_micros != 0) {
+          return absl::NotFoundError(
+              absl::StrCat("dataset \"", name, "\" not found"));
+        }
+        if (rec.problem_json.empty()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "dataset \"", name,
+              "\" is not a max-affine problem: its features are not public"));
+        }
+        const int64_t n = rec.rows;
+        const int64_t d = rec.dimension;
+        if (n <= 0 || d <= 0 || rec.sparse)
+          return Corrupt(rec.name, "row counts");
+        Eigen::MatrixXd slopes(n, d);
+        // Only the features: the labels column (the private offsets) is not
+        // selected.
+        ASSIGN_OR_RETURN(Statement st,
+                         conn.Prepare("SELECT block, first_row, num_rows, "
+                                      "nonzeros, vals FROM dataset_blocks "
+                                      "WHERE dataset_id = ? ORDER BY block"));
+        RETURN_IF_ERROR(st.BindInt64(1, rec.id));
+        int64_t next_row = 0;
+        int64_t expected_block = 0;
+        for (;;) {
+          ASSIGN_OR_RETURN(bool has_row, st.Step());
+          if (!has_row) break;
+          const int64_t block = st.ColumnInt64(0);
+          const int64_t first = st.ColumnInt64(1);
+          const int64_t rows = st.ColumnInt64(2);
+          const int64_t nnz = st.ColumnInt64(3);
+          if (block != expected_block++ || first != next_row || rows <= 0 ||
+              first + rows > n || nnz != rows * d) {
+            return Corrupt(rec.name, "block layout");
+          }
+          const absl::string_view vals = st.ColumnBlobView(4);
+          if (vals.size() != static_cast<size_t>(nnz) * sizeof(double)) {
+            return Corrupt(rec.name, "block sizes");
+          }
+          std::vector<double> buf;
+          UnpackVector(vals, &buf);
+          slopes.middleRows(first, rows) =
+              Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic,
+                                             Eigen::Dynamic, Eigen::RowMajor>>(
+                  buf.data(), rows, d);
+          next_row += rows;
+        }
+        if (next_row != n) return Corrupt(rec.name, "missing blocks");
+        if (!slopes.allFinite()) return Corrupt(rec.name, "slopes");
+        RETURN_IF_ERROR(txn.Commit());
+        return slopes;
       });
 }
 

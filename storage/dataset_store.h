@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,6 +56,9 @@ struct DatasetRecord {
   // Non-zero for a deleted dataset: a tombstone whose rows are gone and
   // whose ledger is kept (its name stays reserved).
   int64_t deleted_at_micros = 0;
+  // A public dummy dataset (ImportOptions::dummy_for_id): the id of the
+  // private dataset whose dry runs use its rows; 0 otherwise.
+  int64_t dummy_for_id = 0;
 };
 
 // DatasetRecord::deleted_at_micros of a dataset whose import is still in
@@ -147,6 +151,16 @@ class DatasetStore {
 
   // Whether a deletion's WAL truncation is still pending.
   absl::StatusOr<bool> WalTruncationPending();
+
+  // The live public dummy attached to dataset `id` (the newest, if several),
+  // or nullopt.
+  absl::StatusOr<std::optional<DatasetRecord>> FindDummyFor(int64_t id);
+
+  // The PUBLIC slopes of a max-affine problem (problem_json non-empty): the
+  // stored features, m x d, read without the offsets (the labels column is
+  // never read). FAILED_PRECONDITION for any other dataset, whose features
+  // are private; NOT_FOUND; DATA_LOSS if the stored blocks are inconsistent.
+  absl::StatusOr<Eigen::MatrixXd> LoadPublicSlopes(absl::string_view name);
 
   // All datasets that are not deleted, ordered by name.
   absl::StatusOr<std::vector<DatasetRecord>> List();

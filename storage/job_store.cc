@@ -18,14 +18,16 @@ namespace {
 constexpr char kSelectJob[] =
     "SELECT j.id, d.name, j.principal, j.state, j.message, j.spec, "
     "j.calibration, j.cost, j.steps_done, j.steps_total, j.result, "
-    "j.evaluation, j.created_at, j.started_at, j.finished_at, j.rowid "
-    "FROM jobs j JOIN datasets d ON d.id = j.dataset_id ";
+    "j.evaluation, j.created_at, j.started_at, j.finished_at, j.rowid, "
+    "j.synthetic_source, j.approval_expires_at FROM jobs j JOIN datasets d ON "
+    "d.id = j.dataset_id ";
 // The same without the result blob (listings).
 constexpr char kSelectJobWithoutResult[] =
     "SELECT j.id, d.name, j.principal, j.state, j.message, j.spec, "
     "j.calibration, j.cost, j.steps_done, j.steps_total, x'', "
-    "j.evaluation, j.created_at, j.started_at, j.finished_at, j.rowid "
-    "FROM jobs j JOIN datasets d ON d.id = j.dataset_id ";
+    "j.evaluation, j.created_at, j.started_at, j.finished_at, j.rowid, "
+    "j.synthetic_source, j.approval_expires_at FROM jobs j JOIN datasets d ON "
+    "d.id = j.dataset_id ";
 
 absl::StatusOr<JobRecord> ReadJob(Statement& st) {
   JobRecord j;
@@ -33,7 +35,7 @@ absl::StatusOr<JobRecord> ReadJob(Statement& st) {
   j.dataset = st.ColumnText(1);
   j.principal = st.ColumnText(2);
   const int64_t state = st.ColumnInt64(3);
-  if (state < 0 || state > static_cast<int64_t>(JobState::kCancelled)) {
+  if (state < 0 || state > static_cast<int64_t>(JobState::kRejected)) {
     return absl::DataLossError(
         absl::StrCat("job \"", j.id, "\" has an unknown state"));
   }
@@ -50,6 +52,8 @@ absl::StatusOr<JobRecord> ReadJob(Statement& st) {
   j.started_at_micros = st.ColumnInt64(13);
   j.finished_at_micros = st.ColumnInt64(14);
   j.rowid = st.ColumnInt64(15);
+  j.synthetic_source = st.ColumnText(16);
+  j.approval_expires_at_micros = st.ColumnInt64(17);
   return j;
 }
 
@@ -129,13 +133,17 @@ absl::string_view JobStateName(JobState state) {
       return "FAILED";
     case JobState::kCancelled:
       return "CANCELLED";
+    case JobState::kPendingApproval:
+      return "PENDING_APPROVAL";
+    case JobState::kRejected:
+      return "REJECTED";
   }
   return "UNKNOWN";
 }
 
 bool IsTerminal(JobState state) {
   return state == JobState::kSucceeded || state == JobState::kFailed ||
-         state == JobState::kCancelled;
+         state == JobState::kCancelled || state == JobState::kRejected;
 }
 
 bool IsLegalTransition(JobState from, JobState to) {
@@ -145,6 +153,9 @@ bool IsLegalTransition(JobState from, JobState to) {
              to == JobState::kFailed;
     case JobState::kRunning:
       return to == JobState::kSucceeded || to == JobState::kFailed ||
+             to == JobState::kCancelled;
+    case JobState::kPendingApproval:
+      return to == JobState::kQueued || to == JobState::kRejected ||
              to == JobState::kCancelled;
     default:
       return false;
@@ -172,8 +183,15 @@ absl::Status JobStore::InsertLocked(Connection& conn,
   if (job.dataset != dataset.name) {
     return absl::InvalidArgumentError("job dataset does not match");
   }
-  if (job.state != JobState::kQueued) {
-    return absl::InvalidArgumentError("a new job must be QUEUED");
+  if (job.state != JobState::kQueued &&
+      job.state != JobState::kPendingApproval) {
+    return absl::InvalidArgumentError(
+        "a new job must be QUEUED or PENDING_APPROVAL");
+  }
+  if ((job.state == JobState::kPendingApproval) !=
+      (job.approval_expires_at_micros > 0)) {
+    return absl::InvalidArgumentError(
+        "a job is PENDING_APPROVAL exactly when it has an approval expiry");
   }
   if (job.steps_done != 0 || job.steps_total < 0) {
     return absl::InvalidArgumentError(
@@ -187,11 +205,12 @@ absl::Status JobStore::InsertLocked(Connection& conn,
   job.finished_at_micros = 0;
   ASSIGN_OR_RETURN(
       Statement st,
-      conn.Prepare("INSERT INTO jobs(id, dataset_id, principal, state, "
-                   "message, spec, calibration, cost, steps_done, "
-                   "steps_total, result, evaluation, created_at, started_at, "
-                   "finished_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                   "?, 0, 0)"));
+      conn.Prepare(
+          "INSERT INTO jobs(id, dataset_id, principal, state, "
+          "message, spec, calibration, cost, steps_done, "
+          "steps_total, result, evaluation, created_at, started_at, "
+          "finished_at, synthetic_source, approval_expires_at) VALUES(?, "
+          "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)"));
   RETURN_IF_ERROR(st.BindText(1, job.id));
   RETURN_IF_ERROR(st.BindInt64(2, dataset.id));
   RETURN_IF_ERROR(st.BindText(3, job.principal));
@@ -205,6 +224,8 @@ absl::Status JobStore::InsertLocked(Connection& conn,
   RETURN_IF_ERROR(st.BindBlob(11, job.result));
   RETURN_IF_ERROR(st.BindBlob(12, job.evaluation));
   RETURN_IF_ERROR(st.BindInt64(13, job.created_at_micros));
+  RETURN_IF_ERROR(st.BindText(14, job.synthetic_source));
+  RETURN_IF_ERROR(st.BindInt64(15, job.approval_expires_at_micros));
   absl::Status s = st.Run();
   if (absl::IsAlreadyExists(s)) {
     return absl::AlreadyExistsError(
@@ -229,7 +250,11 @@ absl::StatusOr<JobRecord> JobStore::Create(const JobRecord& job) {
     RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
     ASSIGN_OR_RETURN(DatasetRecord dataset,
                      DatasetStore::GetLocked(conn, job.dataset));
-    if (!dataset.is_public) {
+    // A dry run reads no row and a pending job none until it is charged
+    // by its approval: neither needs a charge now.
+    const bool uncharged = !job.synthetic_source.empty() ||
+                           job.state == JobState::kPendingApproval;
+    if (!dataset.is_public && !uncharged) {
       return absl::FailedPreconditionError(
           absl::StrCat("dataset \"", dataset.name,
                        "\" is private: its jobs must be created with a ledger "
@@ -240,6 +265,12 @@ absl::StatusOr<JobRecord> JobStore::Create(const JobRecord& job) {
     RETURN_IF_ERROR(txn.Commit());
     return stored;
   });
+}
+
+absl::Status JobStore::TransitionLocked(Connection& conn, const JobRecord& job,
+                                        JobState to,
+                                        absl::string_view message) {
+  return WriteTransition(conn, job, to, message);
 }
 
 absl::StatusOr<JobRecord> JobStore::Get(absl::string_view id) {

@@ -3,9 +3,11 @@
 // layers above).
 //
 // State machine (anything else is FAILED_PRECONDITION):
+//   PENDING_APPROVAL -> QUEUED (approved: Ledger::ChargeAndQueuePendingJob)
+//                     | REJECTED | CANCELLED
 //   QUEUED  -> RUNNING | CANCELLED | FAILED
 //   RUNNING -> SUCCEEDED | FAILED | CANCELLED
-// SUCCEEDED, FAILED and CANCELLED are terminal.
+// SUCCEEDED, FAILED, CANCELLED and REJECTED are terminal.
 //
 // Obtain the store from Database::jobs(). Thread-safe.
 #ifndef DPOPT_STORAGE_JOB_STORE_H_
@@ -32,9 +34,15 @@ enum class JobState {
   kSucceeded = 2,
   kFailed = 3,
   kCancelled = 4,
+  // Waiting for a curator's approval; not charged, never runs unless
+  // approved.
+  kPendingApproval = 5,
+  // Rejected by a curator or expired while pending; nothing charged.
+  kRejected = 6,
 };
 
-// "QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED".
+// "QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED",
+// "PENDING_APPROVAL", "REJECTED".
 absl::string_view JobStateName(JobState state);
 bool IsTerminal(JobState state);
 bool IsLegalTransition(JobState from, JobState to);
@@ -56,8 +64,15 @@ struct JobRecord {
   int64_t created_at_micros = 0;   // set by storage
   int64_t started_at_micros = 0;   // set on -> RUNNING; 0 before
   int64_t finished_at_micros = 0;  // set on -> terminal; 0 before
-  int64_t rowid = 0;               // set by storage; the listing order's tie
-                                   // breaker (see JobCursor)
+  int64_t rowid =
+      0;  // set by storage; the listing order's tie
+          // breaker (see JobCursor)  // A dry run (JobSpec.dry_run): where its
+          // synthetic rows come from, as
+  // shown to the analyst; empty for every other job.
+  std::string synthetic_source;
+  // A job created PENDING_APPROVAL: when it expires (unix micros); 0 for
+  // every other job.
+  int64_t approval_expires_at_micros = 0;
 };
 
 struct TraceEntry {
@@ -94,11 +109,15 @@ class JobStore {
   JobStore(const JobStore&) = delete;
   JobStore& operator=(const JobStore&) = delete;
 
-  // Creates a job on a PUBLIC dataset (no charge needed). Jobs on private
-  // datasets can only be created by Ledger::ChargeAndCreateJob, together
-  // with their charge. Returns the stored record (id filled in if it was
-  // empty, created_at set).
-  // REQUIRES: job.state == kQueued, steps_done == 0, steps_total >= 0.
+  // Creates a job that needs no charge: on a PUBLIC dataset; a dry run
+  // (synthetic_source non-empty: it reads no row of the dataset); or a job
+  // PENDING_APPROVAL (charged when approved, by
+  // Ledger::ChargeAndQueuePendingJob). Any other job on a private dataset can
+  // only be created by Ledger::ChargeAndCreateJob, together with its charge.
+  // Returns the stored record (id filled in if it was empty, created_at
+  // set).
+  // REQUIRES: job.state == kQueued (or kPendingApproval), steps_done == 0,
+  // steps_total >= 0.
   // Errors: INVALID_ARGUMENT (bad id or fields); NOT_FOUND (dataset);
   // FAILED_PRECONDITION (private dataset); ALREADY_EXISTS (id taken).
   absl::StatusOr<JobRecord> Create(const JobRecord& job);
@@ -184,6 +203,10 @@ class JobStore {
                                    JobRecord& job);
   static absl::StatusOr<JobRecord> GetLocked(Connection& conn,
                                              absl::string_view id);
+  // Checks and writes `job`'s move to `to` (caller holds the write
+  // transaction).
+  static absl::Status TransitionLocked(Connection& conn, const JobRecord& job,
+                                       JobState to, absl::string_view message);
 
   Database& db_;
 };

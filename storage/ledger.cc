@@ -129,40 +129,101 @@ absl::StatusOr<LedgerEntry> Ledger::ChargeAndCreateJob(
 
         JobRecord stored = job;
         RETURN_IF_ERROR(JobStore::InsertLocked(conn, dataset, stored));
-
-        LedgerEntry entry;
-        entry.dataset = dataset.name;
-        entry.job_id = stored.id;
-        entry.event_json = charge.event_json;
-        entry.accountant = charge.accountant;
-        entry.cost_blob = charge.cost_blob;
-        entry.epsilon = charge.epsilon;
-        entry.delta = charge.delta;
-        entry.principal = charge.principal;
-        entry.note = charge.note;
-        entry.created_at_micros = internal::NowMicros();
-        ASSIGN_OR_RETURN(
-            Statement st,
-            conn.Prepare("INSERT INTO ledger(dataset_id, job_id, event_json, "
-                         "accountant, cost_blob, epsilon, delta, principal, "
-                         "note, created_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                         "?)"));
-        RETURN_IF_ERROR(st.BindInt64(1, dataset.id));
-        RETURN_IF_ERROR(st.BindText(2, entry.job_id));
-        RETURN_IF_ERROR(st.BindText(3, entry.event_json));
-        RETURN_IF_ERROR(st.BindText(4, entry.accountant));
-        RETURN_IF_ERROR(st.BindText(5, entry.cost_blob));
-        RETURN_IF_ERROR(st.BindDouble(6, entry.epsilon));
-        RETURN_IF_ERROR(st.BindDouble(7, entry.delta));
-        RETURN_IF_ERROR(st.BindText(8, entry.principal));
-        RETURN_IF_ERROR(st.BindText(9, entry.note));
-        RETURN_IF_ERROR(st.BindInt64(10, entry.created_at_micros));
-        RETURN_IF_ERROR(st.Run());
-        entry.seq = conn.LastInsertRowId();
+        ASSIGN_OR_RETURN(LedgerEntry entry,
+                         AppendChargeLocked(conn, dataset, charge, stored.id));
         // synchronous=FULL: durable once COMMIT returns.
         RETURN_IF_ERROR(txn.Commit());
         return entry;
       });
+}
+
+absl::StatusOr<LedgerEntry> Ledger::ChargeAndQueuePendingJob(
+    const ChargeRequest& charge, absl::string_view job_id,
+    const AdmitFn& admit) {
+  RETURN_IF_ERROR(charge.Validate());
+  if (!admit) return absl::InvalidArgumentError("admit function is empty");
+  return db_.WithConnection(
+      [&](Connection& conn) -> absl::StatusOr<LedgerEntry> {
+        Transaction txn(conn);
+        RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
+        ASSIGN_OR_RETURN(JobRecord job, JobStore::GetLocked(conn, job_id));
+        if (job.dataset != charge.dataset) {
+          return absl::InvalidArgumentError(
+              "charge and job name different datasets");
+        }
+        if (job.state != JobState::kPendingApproval) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("job \"", job.id, "\" is ", JobStateName(job.state),
+                           ", not waiting for approval"));
+        }
+        if (internal::NowMicros() >= job.approval_expires_at_micros) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "job \"", job.id, "\" waited too long for approval: expired"));
+        }
+        ASSIGN_OR_RETURN(DatasetRecord dataset,
+                         DatasetStore::GetLocked(conn, charge.dataset));
+        if (dataset.deleted_at_micros != 0) {
+          return absl::NotFoundError(
+              absl::StrCat("dataset \"", dataset.name, "\" not found"));
+        }
+        if (dataset.is_public) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("dataset \"", dataset.name,
+                           "\" is public: it has no privacy budget to charge"));
+        }
+        ASSIGN_OR_RETURN(
+            std::optional<GrantRecord> grant,
+            AccessStore::FindGrantLocked(conn, charge.principal, dataset.id));
+        if (charge.require_grant && !grant.has_value()) {
+          return absl::NotFoundError(
+              absl::StrCat("dataset \"", dataset.name, "\" not found"));
+        }
+        ASSIGN_OR_RETURN(LedgerTotals prior,
+                         CostsLocked(conn, dataset, charge.principal));
+        RETURN_IF_ERROR(
+            ApplyAdmissionRule(admit, dataset, prior, grant, charge.principal));
+        RETURN_IF_ERROR(JobStore::TransitionLocked(conn, job, JobState::kQueued,
+                                                   "approved by a curator"));
+        ASSIGN_OR_RETURN(LedgerEntry entry,
+                         AppendChargeLocked(conn, dataset, charge, job.id));
+        RETURN_IF_ERROR(txn.Commit());
+        return entry;
+      });
+}
+
+absl::StatusOr<LedgerEntry> Ledger::AppendChargeLocked(
+    Connection& conn, const DatasetRecord& dataset, const ChargeRequest& charge,
+    absl::string_view job_id) {
+  LedgerEntry entry;
+  entry.dataset = dataset.name;
+  entry.job_id = std::string(job_id);
+  entry.event_json = charge.event_json;
+  entry.accountant = charge.accountant;
+  entry.cost_blob = charge.cost_blob;
+  entry.epsilon = charge.epsilon;
+  entry.delta = charge.delta;
+  entry.principal = charge.principal;
+  entry.note = charge.note;
+  entry.created_at_micros = internal::NowMicros();
+  ASSIGN_OR_RETURN(
+      Statement st,
+      conn.Prepare("INSERT INTO ledger(dataset_id, job_id, event_json, "
+                   "accountant, cost_blob, epsilon, delta, principal, "
+                   "note, created_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                   "?)"));
+  RETURN_IF_ERROR(st.BindInt64(1, dataset.id));
+  RETURN_IF_ERROR(st.BindText(2, entry.job_id));
+  RETURN_IF_ERROR(st.BindText(3, entry.event_json));
+  RETURN_IF_ERROR(st.BindText(4, entry.accountant));
+  RETURN_IF_ERROR(st.BindText(5, entry.cost_blob));
+  RETURN_IF_ERROR(st.BindDouble(6, entry.epsilon));
+  RETURN_IF_ERROR(st.BindDouble(7, entry.delta));
+  RETURN_IF_ERROR(st.BindText(8, entry.principal));
+  RETURN_IF_ERROR(st.BindText(9, entry.note));
+  RETURN_IF_ERROR(st.BindInt64(10, entry.created_at_micros));
+  RETURN_IF_ERROR(st.Run());
+  entry.seq = conn.LastInsertRowId();
+  return entry;
 }
 
 absl::StatusOr<std::vector<LedgerEntry>> Ledger::List(

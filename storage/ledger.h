@@ -132,6 +132,17 @@ class Ledger {
                                                  const JobRecord& job,
                                                  const AdmitFn& admit);
 
+  // Approval of a job created PENDING_APPROVAL: in ONE `BEGIN IMMEDIATE`
+  // transaction, checks that job `job_id` (of charge.dataset) is still
+  // pending and not expired, applies the admission rule exactly as
+  // ChargeAndCreateJob, appends the charge referencing the job and moves it
+  // to QUEUED; durable before this returns. Errors: those of
+  // ChargeAndCreateJob; NOT_FOUND (no such job); FAILED_PRECONDITION (not
+  // pending, or expired: nothing written).
+  absl::StatusOr<LedgerEntry> ChargeAndQueuePendingJob(
+      const ChargeRequest& charge, absl::string_view job_id,
+      const AdmitFn& admit);
+
   // All charges of `dataset` in seq order. NOT_FOUND for an unknown dataset.
   absl::StatusOr<std::vector<LedgerEntry>> List(absl::string_view dataset);
 
@@ -181,6 +192,11 @@ class Ledger {
   static absl::StatusOr<std::vector<LedgerEntry>> ListLocked(
       Connection& conn, const DatasetRecord& dataset, int64_t after_seq);
   static absl::StatusOr<int64_t> LastSeqLocked(Connection& conn);
+  // Appends `charge` against `dataset` for job `job_id` (caller holds the
+  // write transaction and has applied the admission rule).
+  static absl::StatusOr<LedgerEntry> AppendChargeLocked(
+      Connection& conn, const DatasetRecord& dataset,
+      const ChargeRequest& charge, absl::string_view job_id);
   // The fold of every charge of `dataset` visible in `conn`'s transaction.
   absl::StatusOr<DatasetFold> FoldLocked(Connection& conn,
                                          const DatasetRecord& dataset);

@@ -206,11 +206,32 @@ ALTER TABLE principals ADD COLUMN max_estimates_per_second INTEGER;
 ALTER TABLE principals ADD COLUMN max_watch_streams INTEGER;
 )sql";
 
+// Version 7 (dry runs): a public dummy dataset may stand in for a private
+// one in dry runs; `dummy_for` is the private dataset's id (0: not a dummy).
+// A dry run records where its synthetic rows come from (empty for other
+// jobs).
+constexpr char kV7[] = R"sql(
+ALTER TABLE datasets ADD COLUMN dummy_for INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX datasets_by_dummy_for ON datasets(dummy_for);
+ALTER TABLE jobs ADD COLUMN synthetic_source TEXT NOT NULL DEFAULT '';
+)sql";
+
+// Version 8 (curator approval): a grant may make jobs above an epsilon wait
+// for a curator's approval (0 = never), for at most a timeout in seconds
+// (0 = the default); a pending job records when it expires (job states 5,
+// PENDING_APPROVAL, and 6, REJECTED).
+constexpr char kV8[] = R"sql(
+ALTER TABLE grants ADD COLUMN approval_above REAL NOT NULL DEFAULT 0;
+ALTER TABLE grants ADD COLUMN approval_timeout INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN approval_expires_at INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& SchemaMigrations() {
   static const auto* const kMigrations = new std::vector<Migration>{
-      {1, kV1}, {2, kV2}, {3, kV3}, {4, kV4}, {5, kV5}, {6, kV6},
+      {1, kV1}, {2, kV2}, {3, kV3}, {4, kV4},
+      {5, kV5}, {6, kV6}, {7, kV7}, {8, kV8},
   };
   return *kMigrations;
 }

@@ -156,7 +156,8 @@ pre { background: #fff; border: 1px solid #dde; padding: .6em; overflow-x: auto;
 .note { color: #555; font-size: .85em; max-width: 60em; }
 .state { padding: .1em .4em; border-radius: 3px; font-size: .85em; background: #ddd; }
 .state-SUCCEEDED { background: #d4edda; } .state-RUNNING { background: #d6eaf8; }
-.state-QUEUED { background: #fdf2d0; } .state-FAILED, .state-CANCELLED { background: #f8d7da; }
+.state-QUEUED, .state-PENDING_APPROVAL { background: #fdf2d0; } .state-FAILED, .state-CANCELLED, .state-REJECTED { background: #f8d7da; }
+.dry-run { padding: .1em .4em; border-radius: 3px; font-size: .85em; background: #ffe08a; font-weight: bold; }
 .plots { display: flex; flex-wrap: wrap; gap: 1em; }
 svg.plot { background: #fff; border: 1px solid #dde; font-family: inherit; }
 form#login { display: flex; flex-direction: column; gap: .5em; max-width: 30em; }

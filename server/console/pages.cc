@@ -57,7 +57,7 @@ std::string StateName(v1::JobState s) {
 
 bool Terminal(v1::JobState s) {
   return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED ||
-         s == v1::JOB_STATE_CANCELLED;
+         s == v1::JOB_STATE_CANCELLED || s == v1::JOB_STATE_REJECTED;
 }
 
 std::string AlgorithmName(const v1::JobSpec& spec) {
@@ -117,9 +117,15 @@ std::string JobsTable(const v1::ListJobsResponse& jobs, bool* live) {
     if (!Terminal(j.state())) *live = true;
     t.Row({Link("jobs", j.id(), j.id()), Esc(j.spec().label()),
            Esc(j.spec().dataset()), Esc(AlgorithmName(j.spec())),
-           Esc(j.principal()), StateBadge(j.state()),
+           Esc(j.principal()),
+           j.synthetic_data()
+               ? absl::StrCat(StateBadge(j.state()),
+                              " <span class=\"dry-run\">dry run</span>")
+               : StateBadge(j.state()),
            Progress(j.steps_done(), j.steps_total()),
-           j.cost().charged() ? Number(j.cost().epsilon()) : "not charged",
+           j.synthetic_data()   ? "dry run: not charged"
+           : j.cost().charged() ? Number(j.cost().epsilon())
+                                : "not charged",
            j.evaluation().dataset().empty() ? "-"
                                             : Number(j.evaluation().accuracy()),
            Time(j.created_at())});
@@ -508,6 +514,21 @@ Page Pages::Job(const std::string& authorization, const std::string& id) {
       {"started", Time(j.started_at())},
       {"finished", Time(j.finished_at())}};
   if (!j.message().empty()) facts.push_back({"message", Esc(j.message())});
+  if (j.state() == v1::JOB_STATE_PENDING_APPROVAL) {
+    facts.push_back({"approval", absl::StrCat("waiting for a curator until ",
+                                              Time(j.approval_expires_at()),
+                                              "; not charged")});
+  }
+  if (j.synthetic_data()) {
+    facts.insert(
+        facts.begin(),
+        std::pair<std::string, std::string>{
+            "dry run",
+            absl::StrCat("<span class=\"dry-run\">SYNTHETIC DATA</span> ",
+                         Esc(j.synthetic_source()),
+                         ": the results say nothing about the dataset; "
+                         "nothing was charged")});
+  }
   if (!j.evaluation().dataset().empty()) {
     facts.push_back(
         {"evaluation",
@@ -539,7 +560,12 @@ Page Pages::Job(const std::string& authorization, const std::string& id) {
           {{"epsilon", Number(cost.epsilon())},
            {"delta", Number(cost.delta())},
            {"accountant", Esc(cost.accountant())},
-           {"charged", cost.charged() ? "yes" : "no (public data)"}}),
+           {"charged", j.synthetic_data() ? "no (dry run)"
+                       : j.state() == v1::JOB_STATE_PENDING_APPROVAL
+                           ? "not yet (waiting for approval)"
+                       : j.state() == v1::JOB_STATE_REJECTED ? "no (rejected)"
+                       : cost.charged()                      ? "yes"
+                                        : "no (public data)"}}),
       "<details><summary>DP event</summary><pre>", Esc(cost.event_json()),
       "</pre></details>");
   std::string body =

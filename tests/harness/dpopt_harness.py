@@ -19,6 +19,7 @@ import dpopt
 
 # jobs.state in the database (storage/job_store.h JobState; not the proto enum).
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = 0, 1, 2, 3, 4
+PENDING_APPROVAL, REJECTED = 5, 6
 
 
 def free_port():
@@ -210,8 +211,11 @@ def check_database(db_path, acknowledged=None, expect_no_live_jobs=False):
     - PRAGMA integrity_check ok, no foreign-key violations;
     - the ledger is append-only and gap-free: seq = 1..N;
     - every job on a private dataset has exactly one charge, on its own
-      dataset; no job on a public dataset is charged; no charge without its
-      job (so no released result without a charge);
+      dataset, except a dry run (jobs.synthetic_source set: none) and a job
+      that waited for approval (jobs.approval_expires_at set: none while
+      PENDING_APPROVAL or REJECTED, at most one otherwise); no job on a
+      public dataset is charged; no charge without its job (so no released
+      result without a charge);
     - a SUCCEEDED job has a result; a job with a result is SUCCEEDED;
     - no budget exceeded: for a "basic" filter dataset the sums of the
       charged epsilons and deltas stay within its budget (basic composition,
@@ -242,13 +246,19 @@ def check_database(db_path, acknowledged=None, expect_no_live_jobs=False):
         seqs = [r[0] for r in _q(conn, "SELECT seq FROM ledger ORDER BY seq")]
         if seqs != list(range(1, len(seqs) + 1)):
             errors.append(f"ledger sequence has gaps: {seqs[:10]}...")
-        bad = _q(conn, """
+        bad = _q(conn, f"""
             SELECT j.id, d.is_public, count(l.seq) AS n,
                    sum(CASE WHEN l.dataset_id != j.dataset_id THEN 1 ELSE 0 END)
             FROM jobs j JOIN datasets d ON d.id = j.dataset_id
             LEFT JOIN ledger l ON l.job_id = j.id
             GROUP BY j.id
-            HAVING (d.is_public = 0 AND n != 1) OR (d.is_public = 1 AND n != 0)
+            HAVING (d.is_public = 0 AND j.synthetic_source = ''
+                    AND j.approval_expires_at = 0 AND n != 1)
+                   OR (j.synthetic_source != '' AND n != 0)
+                   OR (j.approval_expires_at != 0
+                       AND j.state IN ({PENDING_APPROVAL}, {REJECTED}) AND n != 0)
+                   OR (j.approval_expires_at != 0 AND n > 1)
+                   OR (d.is_public = 1 AND n != 0)
                    OR sum(CASE WHEN l.dataset_id != j.dataset_id THEN 1 ELSE 0 END) > 0""")
         if bad:
             errors.append(f"jobs not charged exactly once (id, public, charges): {bad[:5]}")

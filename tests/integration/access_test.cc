@@ -224,6 +224,30 @@ std::vector<Rpc> Table() {
              *s.jobs, &v1::JobService::Stub::GetJobResult, r);
        },
        ok, ok, nf},
+      {"dpopt.v1.JobService.ListPendingJobs",
+       [](Stubs& s, const std::string&) {
+         return Unary<v1::ListPendingJobsRequest, v1::ListJobsResponse>(
+             *s.jobs, &v1::JobService::Stub::ListPendingJobs, {});
+       },
+       ok, pd, pd},
+      {"dpopt.v1.JobService.ApproveJob",
+       [](Stubs& s, const std::string& job) {
+         v1::ApproveJobRequest r;
+         r.set_id(job);
+         return Unary<v1::ApproveJobRequest, v1::Job>(
+             *s.jobs, &v1::JobService::Stub::ApproveJob, r);
+       },
+       // Curators only; the job has finished, so it is not waiting.
+       C::FAILED_PRECONDITION, pd, pd},
+      {"dpopt.v1.JobService.RejectJob",
+       [](Stubs& s, const std::string& job) {
+         v1::RejectJobRequest r;
+         r.set_id(job);
+         r.set_reason("no");
+         return Unary<v1::RejectJobRequest, v1::Job>(
+             *s.jobs, &v1::JobService::Stub::RejectJob, r);
+       },
+       C::FAILED_PRECONDITION, pd, pd},
       {"dpopt.v1.AdminService.WhoAmI",
        [](Stubs& s, const std::string&) {
          return Unary<v1::WhoAmIRequest, v1::Principal>(

@@ -14,8 +14,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "storage/blob_codec.h"
 #include "storage/database.h"
 #include "tests/common/status_matchers.h"
 #include "tests/storage/storage_test_util.h"
@@ -515,6 +517,105 @@ TEST_F(LedgerTest, FoldOfCorruptChargeIsDataLoss) {
               StatusIs(absl::StatusCode::kDataLoss));
   EXPECT_EQ(Count("ledger"), 1);
   EXPECT_EQ(Count("jobs"), 1);
+}
+
+}  // namespace
+}  // namespace dpopt::storage
+
+// Curator approval: a job created PENDING_APPROVAL is uncharged; its
+// approval charges it and queues it in one transaction; a refusal, a job that
+// is no longer pending or an expired one writes nothing.
+namespace dpopt::storage {
+namespace {
+
+JobRecord Pending(const std::string& id, int64_t expires_in_micros) {
+  JobRecord j = Job("adult", id);
+  j.state = JobState::kPendingApproval;
+  j.approval_expires_at_micros = internal::NowMicros() + expires_in_micros;
+  return j;
+}
+
+TEST_F(LedgerTest, APendingJobIsChargedOnlyByItsApproval) {
+  ASSERT_OK(db_->jobs().Create(Pending("job-p", 60'000'000)).status());
+  ASSERT_OK_AND_ASSIGN(JobRecord stored, db_->jobs().Get("job-p"));
+  EXPECT_EQ(stored.state, JobState::kPendingApproval);
+  EXPECT_GT(stored.approval_expires_at_micros, internal::NowMicros());
+  EXPECT_EQ(Count("ledger"), 0);
+  // A pending job without an expiry, or a private-dataset job that is
+  // neither pending nor a dry run, is refused.
+  JobRecord no_expiry = Pending("job-q", 0);
+  no_expiry.approval_expires_at_micros = 0;
+  EXPECT_THAT(db_->jobs().Create(no_expiry),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(db_->jobs().Create(Job("adult", "job-r")),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  JobRecord dry = Job("adult", "job-dry");
+  dry.synthetic_source = "generated from the public schema of dataset adult";
+  EXPECT_OK(db_->jobs().Create(dry).status());
+  EXPECT_EQ(Count("ledger"), 0);
+
+  // Refused by the admission rule: nothing written, still pending.
+  auto refuse = [](const DatasetRecord&, const std::vector<std::string>&) {
+    return absl::ResourceExhaustedError("only 0.25 epsilon left");
+  };
+  EXPECT_THAT(
+      db_->ledger().ChargeAndQueuePendingJob(Charge("adult", 1.0), "job-p",
+                                             refuse),
+      StatusIs(absl::StatusCode::kResourceExhausted, "only 0.25 epsilon left"));
+  EXPECT_EQ(Count("ledger"), 0);
+  ASSERT_OK_AND_ASSIGN(stored, db_->jobs().Get("job-p"));
+  EXPECT_EQ(stored.state, JobState::kPendingApproval);
+
+  ASSERT_OK_AND_ASSIGN(LedgerEntry e,
+                       db_->ledger().ChargeAndQueuePendingJob(
+                           Charge("adult", 1.0), "job-p", SumRule(1.0)));
+  EXPECT_EQ(e.job_id, "job-p");
+  EXPECT_EQ(Count("ledger"), 1);
+  ASSERT_OK_AND_ASSIGN(stored, db_->jobs().Get("job-p"));
+  EXPECT_EQ(stored.state, JobState::kQueued);
+  // Approved once only.
+  EXPECT_THAT(db_->ledger().ChargeAndQueuePendingJob(Charge("adult", 1.0),
+                                                     "job-p", SumRule(1.0)),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(Count("ledger"), 1);
+
+  // Rejected: terminal, never charged.
+  ASSERT_OK(db_->jobs().Create(Pending("job-s", 60'000'000)).status());
+  ASSERT_OK(
+      db_->jobs().UpdateState("job-s", JobState::kRejected, "too costly"));
+  EXPECT_THAT(db_->ledger().ChargeAndQueuePendingJob(Charge("adult", 1.0),
+                                                     "job-s", SumRule(1.0)),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(db_->jobs().UpdateState("job-s", JobState::kQueued),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+
+  // Expired: refused, nothing charged.
+  ASSERT_OK(db_->jobs().Create(Pending("job-t", 1)).status());
+  absl::SleepFor(absl::Milliseconds(2));
+  EXPECT_THAT(
+      db_->ledger().ChargeAndQueuePendingJob(Charge("adult", 0.5), "job-t",
+                                             SumRule(0.5)),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("expired")));
+  EXPECT_EQ(Count("ledger"), 1);
+}
+
+TEST_F(LedgerTest, GrantsKeepTheirApprovalThreshold) {
+  ASSERT_OK(db_->access().CreatePrincipal("alice", Role::kAnalyst).status());
+  ASSERT_OK_AND_ASSIGN(GrantRecord g,
+                       db_->access().Grant("alice", "adult", 2.0, 0.5, 3600));
+  EXPECT_EQ(g.approval_above_epsilon, 0.5);
+  EXPECT_EQ(g.approval_timeout_seconds, 3600);
+  ASSERT_OK_AND_ASSIGN(std::optional<GrantRecord> found,
+                       db_->access().FindGrant("alice", "adult"));
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->approval_above_epsilon, 0.5);
+  EXPECT_THAT(db_->access().Grant("alice", "adult", 2.0, -1, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(db_->access().Grant("alice", "adult", 2.0, 0.5, -5),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  // Granting again without a threshold clears it.
+  ASSERT_OK_AND_ASSIGN(g, db_->access().Grant("alice", "adult", 2.0));
+  EXPECT_EQ(g.approval_above_epsilon, 0);
 }
 
 }  // namespace

@@ -169,6 +169,21 @@ def test_submit_wait_result_and_ledger(curator, capsys):
     assert curator.job(job.id).state == "SUCCEEDED"
 
 
+def test_dry_run_is_synthetic_and_charges_nothing(curator):
+    before = curator.ledger("adult")
+    job = curator.submit(dpsgd(label="pytest dry run"), dry_run=True, progress=False)
+    assert job.state == dpopt.JobState.SUCCEEDED, job.message
+    assert job.synthetic_data and job.spec.get("dry_run") is True
+    assert "public schema of dataset adult" in job.synthetic_source
+    assert "DRY RUN" in repr(job)
+    assert not job.cost.charged and job.cost.epsilon > 0  # the real job's cost
+    res = job.result()
+    assert res.synthetic_data and res.synthetic_source == job.synthetic_source
+    assert res.weights.shape == (123,) and len(res.trace) > 0
+    assert len(curator.ledger("adult")) == len(before)
+    assert any(j.id == job.id and j.synthetic_data for j in curator.jobs("adult"))
+
+
 def test_job_listing_pages(curator):
     ids = [curator.submit(dataset="adult-test", algorithm=dpopt.algorithms.gd(
         steps=2, learning_rate=0.5), model=dpopt.models.logistic_regression(l2=1e-3),
@@ -303,6 +318,32 @@ def test_analyst_roles_caps_and_budget_exhausted(curator, server):
         assert len(curator.ledger("adult")) > 1
         assert [j.id for j in alice.jobs()] == [job.id]
     assert any(g.principal == "pytest-alice" for g in curator.grants(dataset="adult"))
+
+
+def test_costly_jobs_wait_for_a_curators_approval(curator, server):
+    _, token = curator.create_principal("pytest-bob")
+    g = curator.grant("pytest-bob", "adult", approval_above=0.3)
+    assert g.approval_above_epsilon == 0.3 and g.approval_timeout_seconds == 7 * 24 * 3600
+    with dpopt.Client(server.address, token=token) as bob:
+        charges = curator.budget("adult").charges
+        job = bob.submit(dpsgd(epsilon=0.5, steps=100), wait=False)
+        assert job.state == dpopt.JobState.PENDING_APPROVAL and not job.done
+        assert "approval" in job.message and job.approval_expires_at is not None
+        with pytest.raises(dpopt.PermissionDeniedError):
+            bob.approve(job.id)
+        assert [j.id for j in curator.pending_jobs("adult")] == [job.id]
+        rejected = curator.reject(job.id, "not this week")
+        assert rejected.state == dpopt.JobState.REJECTED
+        assert job.wait(progress=False).state == "REJECTED"
+        with pytest.raises(dpopt.JobFailedError) as e:
+            job.result()
+        assert "not this week" in str(e.value)
+        assert curator.budget("adult").charges == charges  # nothing charged
+        again = bob.submit(dpsgd(epsilon=0.5, steps=100), wait=False)
+        curator.approve(again.id)
+        assert again.wait(progress=False).state == "SUCCEEDED", again.message
+        assert again.cost.charged
+        assert curator.budget("adult").charges == charges + 1
 
 
 def test_import_arrays_round_trip(curator):

@@ -76,9 +76,32 @@ est_eps="$(dp job estimate "$work/spec.json" --json | json "['cost']['epsilon']"
 python3 -c "assert 0 < $est_eps <= 1.0 + 1e-9" || fail "estimated epsilon $est_eps"
 [[ "$(dp ledger adult --json | json "['budget'].get('charges', 0)")" == "0" ]] || fail "estimate charged"
 
+step "5b. dry runs: synthetic data, then a curator's public dummy; nothing charged"
+dp job submit "$work/spec.json" --dry-run --wait | tee "$work/dry.out"
+grep -q "DRY RUN    SYNTHETIC DATA (generated from the public schema of dataset adult)" \
+  "$work/dry.out" || fail "dry run not marked synthetic"
+grep -q "none charged (dry run); the real job: epsilon" "$work/dry.out" ||
+  fail "dry run does not show the real job's cost"
+grep -q "run time" "$work/dry.out" || fail "dry run does not show its run time"
+dp job list | grep -q "dry-run" || fail "job list does not mark the dry run"
+dp dataset import adult-dummy "$data/a9a.t" --format=libsvm --dimension=123 --public \
+  --dummy-for=adult | tee "$work/dummy.out"
+grep -q "dummy for  adult" "$work/dummy.out" || fail "dummy import: $(cat "$work/dummy.out")"
+dp dataset show adult | grep -q "dummy      adult-dummy" || fail "adult does not name its dummy"
+if dp dataset import adult-dummy2 "$data/a9a.t" --format=libsvm --dimension=122 --public \
+  --dummy-for=adult 2>"$work/dummy2.err"; then fail "a dummy of another dimension was accepted"; fi
+grep -q FAILED_PRECONDITION "$work/dummy2.err" || fail "wrong dummy: $(cat "$work/dummy2.err")"
+dry_id="$(dp job submit "$work/spec.json" --dry-run --json | json "['id']")"
+dp job watch "$dry_id" | grep -q "SYNTHETIC DATA (public dummy dataset adult-dummy)" ||
+  fail "dry run did not use the dummy"
+dp job result "$dry_id" | grep -q "DRY RUN" || fail "dry run result not marked"
+dp audit --principal=curator >"$work/audit-dry.out"
+grep -q "JobService/SubmitJob .*(dry run)" "$work/audit-dry.out" || fail "audit does not record the dry run"
+[[ "$(dp ledger adult --json | json "['budget'].get('charges', 0)")" == "0" ]] || fail "a dry run charged"
+
 step "6. submit --wait, then the result"
 dp job submit "$work/spec.json" --wait | tee "$work/submit.out"
-job_id="$(dp job list --json | json "['jobs'][0]['id']")"
+job_id="$(dp job list --newest-first --json | json "['jobs'][0]['id']")"
 dp job get "$job_id"
 acc="$(dp job get "$job_id" --json | json "['evaluation']['accuracy']")"
 echo "test accuracy on a9a.t: $acc"
@@ -236,6 +259,29 @@ as_alice budget show adult --json |
 if as_alice principal list 2>"$work/pd.err"; then fail "an analyst listed principals"; fi
 grep -q PERMISSION_DENIED "$work/pd.err" || fail "principal list as analyst is not PERMISSION_DENIED"
 dp audit --principal=alice | grep -q "JobService/SubmitJob" || fail "audit log lacks alice's submit"
+
+step "9b. costly jobs wait for a curator's approval"
+dp grant add alice adult --epsilon-cap=0.5 --approval-above=0.1 --approval-timeout=2d |
+  grep -q "wait for a curator's approval (at most 172800 s)" || fail "grant add --approval-above"
+charges_before="$(dp ledger adult --json | json "['budget']['charges']")"
+pend_id="$(as_alice job submit "$small_spec" --json | json "['id']")"
+[[ "$(as_alice job get "$pend_id" --json | json "['state']")" == "JOB_STATE_PENDING_APPROVAL" ]] ||
+  fail "a job above the approval threshold did not wait"
+as_alice job get "$pend_id" | grep -q "charged only if a curator approves" || fail "pending job's cost line"
+dp job pending | grep -q "$pend_id" || fail "job pending does not list the waiting job"
+if as_alice job approve "$pend_id" 2>"$work/appr-alice.err"; then fail "an analyst approved a job"; fi
+grep -q PERMISSION_DENIED "$work/appr-alice.err" || fail "analyst approval is not PERMISSION_DENIED"
+# alice's cap is spent: the approval's admission refuses it and charges nothing.
+if dp job approve "$pend_id" 2>"$work/appr.err"; then fail "an approval over alice's cap was admitted"; fi
+grep -q RESOURCE_EXHAUSTED "$work/appr.err" || fail "approval over the cap: $(cat "$work/appr.err")"
+dp job reject "$pend_id" --reason="over your cap this month" | grep -q "rejected job" || fail "reject"
+as_alice job get "$pend_id" | grep -q "REJECTED" || fail "alice does not see the rejection"
+as_alice job get "$pend_id" | grep -q "over your cap this month" || fail "alice does not see the reason"
+[[ "$(dp ledger adult --json | json "['budget']['charges']")" == "$charges_before" ]] ||
+  fail "a waiting or rejected job was charged"
+dp audit --principal=curator >"$work/audit-reject.out"
+grep -q "JobService/RejectJob .*(rejected: over your cap this month)" "$work/audit-reject.out" ||
+  fail "the rejection is not audited"
 dp principal revoke alice
 if as_alice dataset list 2>"$work/rev.err"; then fail "revoked token still works"; fi
 grep -q UNAUTHENTICATED "$work/rev.err" || fail "revoked token is not UNAUTHENTICATED"

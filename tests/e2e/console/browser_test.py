@@ -188,6 +188,7 @@ def main():
                 break
             time.sleep(0.1)
         res1 = j1.result()
+        dry = cur.submit(spec(1.0, label="dry run"), dry_run=True, progress=False)
         budget = cur.budget("adult")
         ledger = cur.ledger("adult")
 
@@ -271,6 +272,21 @@ def main():
                       f"r => r.cells[0].textContent === {json.dumps(running.id)}).cells[5]"
                       ".textContent") == "RUNNING"
                 and ui.js("document.querySelector('[data-page=\"jobs\"]').dataset.live") == "1")
+
+        c.check("the dry run is marked in the jobs list",
+                ui.js(f"Array.from(document.querySelectorAll('table.jobs tbody tr')).find("
+                      f"r => r.cells[0].textContent === {json.dumps(dry.id)})"
+                      ".querySelectorAll('.dry-run').length") == 1)
+
+        print("job page (curator, dry run)")
+        ui.open(f"/console/jobs/{dry.id}")
+        facts = ui.js("Object.fromEntries(Array.from(document.querySelectorAll('[data-page=\"job\"] > dl dt'))"
+                      ".map(dt => [dt.textContent, dt.nextElementSibling.textContent]))")
+        c.check("a dry run's page says SYNTHETIC DATA and where its rows came from",
+                "SYNTHETIC DATA" in facts.get("dry run", "")
+                and dry.synthetic_source in facts.get("dry run", ""), str(facts))
+        c.check("a dry run's cost says it was not charged",
+                "no (dry run)" in ui.js("document.querySelector('#cost').textContent"))
 
         print("job page (curator, succeeded)")
         ui.open(f"/console/jobs/{j1.id}", "console-job.png")

@@ -123,7 +123,8 @@ class Client:
                        epsilon_budget=0.0, delta_budget=0.0, budget_filter="rdp",
                        relation="add_remove", label_type="binary", num_classes=0,
                        delimiter="", has_header=False, label_column=None, label_last=False,
-                       bounds=None, description="", feature_names=()) -> Dataset:
+                       bounds=None, description="", feature_names=(),
+                       dummy_for="") -> Dataset:
         """Curators: imports a dataset file (path or bytes) in one transaction.
 
         The keywords are the fields of ``ImportHeader`` (proto/dpopt/v1/
@@ -131,7 +132,8 @@ class Client:
         feature) and/or ``row_norm_bound``. A private dataset needs
         ``epsilon_budget`` (and ``delta_budget``). ``dimension`` is required
         for LIBSVM; a CSV file's is inferred from its first line when left at
-        0 (a nonzero one must match the file).
+        0 (a nonzero one must match the file). ``dummy_for``: this public
+        dataset is the dummy that dry runs on that private dataset read.
         """
         header = dpopt_pb2.ImportHeader(
             name=name, format=_choice(_FORMATS, format, "format"), dimension=int(dimension),
@@ -141,7 +143,8 @@ class Client:
             relation=_choice(_RELATIONS, relation, "relation"),
             label_type=_choice(_LABELS, label_type, "label_type"),
             num_classes=int(num_classes), delimiter=delimiter, has_header=has_header,
-            label_last=label_last, description=description, feature_names=list(feature_names))
+            label_last=label_last, description=description, feature_names=list(feature_names),
+            dummy_for=dummy_for)
         if label_column is not None:
             header.label_column = int(label_column)
         if bounds:
@@ -206,9 +209,15 @@ class Client:
         return Estimate.from_proto(
             self._call(self._jobs.EstimateJob, dpopt_pb2.EstimateJobRequest(spec=pb)))
 
-    def submit(self, spec=None, *, wait=True, progress=None, timeout=None, **spec_fields):
+    def submit(self, spec=None, *, wait=True, progress=None, timeout=None, dry_run=False,
+               **spec_fields):
         """Submits a job: the server calibrates it, charges the ledger (in the
         same transaction as the budget check) and queues it.
+
+        With ``dry_run=True`` the job runs as submitted on SYNTHETIC data with
+        the dataset's public schema (or the dataset's public dummy): nothing
+        is charged and no private row is read; ``job.synthetic_data`` is True
+        and its result says so too (docs/user-guide.md, "Dry runs").
 
         Args:
             spec: a spec dict, JSON path or JobSpec (or spec keywords).
@@ -223,6 +232,8 @@ class Client:
             charged) when the budget or the caller's cap would be exceeded.
         """
         pb = specs.to_proto(spec, **spec_fields)
+        if dry_run:
+            pb.dry_run = True
         job = Job(self, self._call(self._jobs.SubmitJob, dpopt_pb2.SubmitJobRequest(spec=pb)))
         if wait:
             job.wait(progress=progress, timeout=timeout)
@@ -274,11 +285,36 @@ class Client:
             token_ttl_seconds=int(ttl_seconds or 0), token_no_expiry=bool(no_expiry)))
         return Principal.from_proto(r.principal), r.token
 
-    def grant(self, principal, dataset, epsilon_cap=0.0) -> Grant:
+    def grant(self, principal, dataset, epsilon_cap=0.0, *, approval_above=0.0,
+              approval_timeout=0) -> Grant:
         """Curators: lets an analyst use a dataset, optionally capping its
-        total epsilon there (0 = no cap)."""
+        total epsilon there (0 = no cap). Jobs costing more than
+        ``approval_above`` epsilon (0 = never) wait for a curator's approval
+        (:meth:`pending_jobs`, :meth:`approve`, :meth:`reject`), at most
+        ``approval_timeout`` seconds (0 = the server's default, 7 days)."""
         return Grant.from_proto(self._call(self._admin.GrantDataset, dpopt_pb2.GrantDatasetRequest(
-            principal=principal, dataset=dataset, epsilon_cap=float(epsilon_cap))))
+            principal=principal, dataset=dataset, epsilon_cap=float(epsilon_cap),
+            approval_above_epsilon=float(approval_above),
+            approval_timeout_seconds=int(approval_timeout))))
+
+    def pending_jobs(self, dataset="") -> List["Job"]:
+        """Curators: jobs waiting for approval, oldest first."""
+        r = self._call(self._jobs.ListPendingJobs,
+                       dpopt_pb2.ListPendingJobsRequest(dataset=dataset))
+        return [Job(self, j) for j in r.jobs]
+
+    def approve(self, job_id) -> "Job":
+        """Curators: approves a waiting job; it is charged (in the admission
+        transaction: :class:`BudgetExhaustedError`, nothing charged, when the
+        budget or cap has no room left) and queued."""
+        return Job(self, self._call(self._jobs.ApproveJob,
+                                    dpopt_pb2.ApproveJobRequest(id=job_id)))
+
+    def reject(self, job_id, reason="") -> "Job":
+        """Curators: rejects a waiting job (REJECTED, nothing charged); the
+        reason is shown to its submitter."""
+        return Job(self, self._call(self._jobs.RejectJob,
+                                    dpopt_pb2.RejectJobRequest(id=job_id, reason=reason)))
 
     def grants(self, principal="", dataset="") -> List[Grant]:
         """Curators: grants, optionally filtered."""
@@ -295,7 +331,9 @@ class Job:
         id, state (:class:`JobState`), message (reason for FAILED/CANCELLED),
         steps_done, steps_total, principal, spec (dict), calibration, cost,
         evaluation (on the public evaluation set, once finished),
-        created_at, started_at, finished_at, proto.
+        created_at, started_at, finished_at, proto; synthetic_data (a dry
+        run: it ran on synthetic data and charged nothing) and
+        synthetic_source (where those rows came from).
     """
 
     def __init__(self, client, proto):
@@ -319,9 +357,13 @@ class Job:
         self.created_at = _time(p.created_at)
         self.started_at = _time(p.started_at)
         self.finished_at = _time(p.finished_at)
+        self.synthetic_data = p.synthetic_data
+        self.synthetic_source = p.synthetic_source
+        self.approval_expires_at = _time(p.approval_expires_at)
 
     def __repr__(self):
         return (f"<dpopt.Job {self.id} {self.state.value} {self.steps_done}/{self.steps_total}"
+                f"{' DRY RUN (synthetic data)' if self.synthetic_data else ''}"
                 f"{' ' + repr(self.label) if self.label else ''}>")
 
     @property
@@ -398,13 +440,15 @@ class Job:
                 takes. TimeoutError when exceeded (the job goes on).
             progress: show a progress bar while waiting (default off).
 
-        Raises :class:`JobFailedError` for a FAILED or CANCELLED job.
+        Raises :class:`JobFailedError` for a FAILED, CANCELLED or REJECTED
+        job (the message carries the curator's reason). A job waiting for
+        approval is waited for like a running one.
         """
         if not self.done:
             self.refresh()
         if not self.done:
             self.wait(progress=progress, timeout=timeout)
-        if self.state in (JobState.FAILED, JobState.CANCELLED):
+        if self.state in (JobState.FAILED, JobState.CANCELLED, JobState.REJECTED):
             raise errors.JobFailedError(
                 f"job {self.id} {self.state.value}: {self.message}", job=self)
         c = self._client

@@ -28,6 +28,11 @@ class JobState(str, enum.Enum):
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
+    # Waiting for a curator's approval (the grant's approval threshold);
+    # not charged.
+    PENDING_APPROVAL = "PENDING_APPROVAL"
+    # Rejected by a curator, or expired while waiting; nothing charged.
+    REJECTED = "REJECTED"
 
     @classmethod
     def from_proto(cls, value):
@@ -35,7 +40,8 @@ class JobState(str, enum.Enum):
 
     @property
     def terminal(self):
-        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED,
+                        JobState.REJECTED)
 
     def __str__(self):
         return self.value
@@ -104,6 +110,10 @@ class Dataset:
     created_at: Optional[datetime.datetime]
     budget: Optional[Budget]  # None for public datasets
     proto: Any = dataclasses.field(repr=False, compare=False)
+    # A public dummy: the private dataset whose dry runs read it; a private
+    # dataset: its dummy's name ("" when none).
+    dummy_for: str = ""
+    dummy_dataset: str = ""
 
     @classmethod
     def from_proto(cls, d):
@@ -113,7 +123,8 @@ class Dataset:
             d.num_classes,
             _enum_name(dpopt_pb2.NeighbouringRelation, d.relation, "NEIGHBOURING_RELATION_"),
             d.description, list(d.feature_names), _time(d.created_at),
-            Budget.from_proto(d.budget) if d.HasField("budget") else None, d)
+            Budget.from_proto(d.budget) if d.HasField("budget") else None, d,
+            d.dummy_for, d.dummy_dataset)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,6 +293,9 @@ class Result:
             parameters)``, when the job asked for ``trace_iterates``; else None.
         released: algorithm-specific privatized outputs by name (e.g. the
             tuned weights of dp_tune_regularization).
+        synthetic_data: True for a dry run's result: computed on SYNTHETIC
+            data (``synthetic_source`` says which), it says nothing about
+            the dataset, and nothing was charged.
     """
 
     job_id: str
@@ -293,6 +307,8 @@ class Result:
     trace: Any
     iterates: Optional[np.ndarray]
     released: Dict[str, np.ndarray]
+    synthetic_data: bool
+    synthetic_source: str
     proto: Any = dataclasses.field(repr=False, compare=False)
 
     @classmethod
@@ -307,7 +323,8 @@ class Result:
         released = {o.name: np.asarray(o.values, dtype=np.float64) for o in r.released}
         return cls(r.job_id, w, m.loss, Evaluation.from_proto(r.evaluation),
                    Cost.from_proto(r.cost), Calibration.from_proto(r.calibration),
-                   _frame(trace_table(r.trace)), iterates, released, r)
+                   _frame(trace_table(r.trace)), iterates, released,
+                   r.synthetic_data, r.synthetic_source, r)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -329,7 +346,10 @@ class Grant:
     dataset: str
     epsilon_cap: float  # 0 = no cap
     created_at: Optional[datetime.datetime]
+    approval_above_epsilon: float = 0.0  # 0 = no approval needed
+    approval_timeout_seconds: int = 0
 
     @classmethod
     def from_proto(cls, g):
-        return cls(g.principal, g.dataset, g.epsilon_cap, _time(g.created_at))
+        return cls(g.principal, g.dataset, g.epsilon_cap, _time(g.created_at),
+                   g.approval_above_epsilon, g.approval_timeout_seconds)
