@@ -352,6 +352,17 @@ grpc::Status DatasetServiceImpl::ImportDataset(
   return call.Done(Assign(std::move(imported), response));
 }
 
+// A public dummy names the private dataset it stands in for; a caller who
+// cannot see that dataset must not learn its name (hidden datasets look
+// exactly like missing ones).
+void DatasetServiceImpl::HideInvisibleDummyTarget(const Caller& caller,
+                                                  v1::DatasetInfo& d) const {
+  if (!d.dummy_for().empty() &&
+      !env_.auth->CheckDatasetVisible(caller, d.dummy_for()).ok()) {
+    d.clear_dummy_for();
+  }
+}
+
 grpc::Status DatasetServiceImpl::ListDatasets(
     grpc::ServerContext* ctx, const v1::ListDatasetsRequest* request,
     v1::ListDatasetsResponse* response) {
@@ -361,6 +372,7 @@ grpc::Status DatasetServiceImpl::ListDatasets(
   if (!all.ok()) return call.Done(all.status());
   for (v1::DatasetInfo& d : *all->mutable_datasets()) {
     if (env_.auth->CheckDatasetVisible(call.caller(), d.name()).ok()) {
+      HideInvisibleDummyTarget(call.caller(), d);
       *response->add_datasets() = std::move(d);
     }
   }
@@ -376,6 +388,7 @@ grpc::Status DatasetServiceImpl::GetDataset(
   absl::Status s =
       env_.auth->CheckDatasetVisible(call.caller(), request->name());
   if (s.ok()) s = Assign(datasets_->Get(request->name()), response);
+  if (s.ok()) HideInvisibleDummyTarget(call.caller(), *response);
   return call.Done(s);
 }
 
@@ -659,11 +672,12 @@ grpc::Status JobServiceImpl::ApproveJob(grpc::ServerContext* ctx,
                                         const v1::ApproveJobRequest* request,
                                         v1::Job* response) {
   Call call(env_, ctx, "JobService/ApproveJob", request);
-  call.job(request->id()).detail("approved");
+  call.job(request->id());
   if (!call.admitted().ok()) return call.Done(call.admitted());
   absl::Status s =
       Authenticator::RequireCurator(call.caller(), "approving jobs");
   if (s.ok()) {
+    call.detail("approved");
     absl::StatusOr<v1::Job> job = jobs_->Get(request->id());
     s = job.status();
     if (s.ok()) call.dataset(job->spec().dataset());
@@ -676,12 +690,14 @@ grpc::Status JobServiceImpl::RejectJob(grpc::ServerContext* ctx,
                                        const v1::RejectJobRequest* request,
                                        v1::Job* response) {
   Call call(env_, ctx, "JobService/RejectJob", request);
-  // The reason is bounded (request limits) and written by a curator.
-  call.job(request->id()).detail(absl::StrCat("rejected: ", request->reason()));
+  call.job(request->id());
   if (!call.admitted().ok()) return call.Done(call.admitted());
   absl::Status s =
       Authenticator::RequireCurator(call.caller(), "rejecting jobs");
   if (s.ok()) {
+    // The reason is bounded (request limits) and, past the role check,
+    // written by a curator: only then is it recorded.
+    call.detail(absl::StrCat("rejected: ", request->reason()));
     absl::StatusOr<v1::Job> job = jobs_->Get(request->id());
     s = job.status();
     if (s.ok()) call.dataset(job->spec().dataset());

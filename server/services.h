@@ -48,6 +48,8 @@ class DatasetServiceImpl final : public v1::DatasetService::Service {
                              v1::DeleteDatasetResponse* response) override;
 
  private:
+  void HideInvisibleDummyTarget(const Caller& caller, v1::DatasetInfo& d) const;
+
   CallEnv env_;
   DatasetManager* datasets_;
   JobManager* jobs_;

@@ -181,7 +181,10 @@ absl::Status CheckDummyFits(const storage::DatasetRecord& dataset,
   };
   if (!dummy.is_public) return refuse("a dummy must be public");
   if (dataset.is_public) return refuse("only private datasets have dummies");
-  if (dummy.dimension != dataset.dimension) {
+  // A CSV dummy's dimension is inferred from its file: known (and checked)
+  // once parsed, and again at every dry run.
+  if ((check_pieces || dummy.dimension != 0) &&
+      dummy.dimension != dataset.dimension) {
     return refuse(absl::StrCat("dimension ", dummy.dimension, " instead of ",
                                dataset.dimension));
   }
@@ -199,6 +202,12 @@ absl::Status CheckDummyFits(const storage::DatasetRecord& dataset,
       dummy.rows != dataset.rows) {
     return refuse(
         absl::StrCat(dummy.rows, " pieces instead of ", dataset.rows));
+  }
+  // A dry run is calibrated and bounded (work, trace) on the dataset's
+  // public row count: its dummy may not have more rows.
+  if (check_pieces && dummy.rows > dataset.rows) {
+    return refuse(absl::StrCat(dummy.rows, " rows, more than the dataset's ",
+                               dataset.rows));
   }
   return absl::OkStatus();
 }

@@ -74,9 +74,12 @@ class SyntheticDataset {
 };
 
 // Whether the public dummy `dummy` may stand in for the private `dataset` in
-// dry runs: public, and the same dimension, label kind (and class count), kind
-// (max-affine or not) and, for max-affine problems when `check_pieces`, the
-// same number of pieces. FAILED_PRECONDITION naming the difference otherwise.
+// dry runs: public, and the same dimension, label kind (and class count) and
+// kind (max-affine or not); when `check_pieces` (the dummy's file is parsed:
+// at every dry run), also the same number of pieces for max-affine problems
+// and no more rows than the dataset (a dry run is bounded on the dataset's
+// row count). Before parsing, a dimension of 0 (inferred from a CSV file) is
+// not compared. FAILED_PRECONDITION naming the difference otherwise.
 absl::Status CheckDummyFits(const storage::DatasetRecord& dataset,
                             const storage::DatasetRecord& dummy,
                             bool check_pieces = true);

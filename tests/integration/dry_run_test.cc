@@ -360,6 +360,57 @@ TEST(DryRunTest, APublicDummyIsReadInsteadOfGeneratedRows) {
   EXPECT_EQ(LedgerEntries(server, "private"), 0);
 }
 
+TEST(DryRunTest, ADummyNeitherNamesAnInvisibleDatasetNorOutgrowsIt) {
+  TestServer server;
+  ASSERT_TRUE(server.Import(SmallCsvHeader("private", 5), SmallCsv(200)).ok());
+  // A CSV dummy whose dimension is inferred from its file is accepted.
+  v1::ImportHeader inferred = Dummy("private-dummy", "private");
+  inferred.set_dimension(0);
+  v1::DatasetInfo info;
+  ASSERT_TRUE(server.Import(inferred, SmallCsv(300), &info).ok());
+  EXPECT_EQ(info.dimension(), 2);
+  EXPECT_EQ(info.dummy_for(), "private");
+
+  // An analyst who cannot see "private" sees the public dummy but not the
+  // name of the dataset it stands in for; with a grant, she sees it.
+  auto channel = TokenChannel(server.target(), server.CreateAnalyst("mallory"));
+  auto datasets = v1::DatasetService::NewStub(channel);
+  const auto dummy_for_seen = [&] {
+    grpc::ClientContext ctx;
+    v1::GetDatasetRequest req;
+    req.set_name("private-dummy");
+    v1::DatasetInfo d;
+    EXPECT_TRUE(datasets->GetDataset(&ctx, req, &d).ok());
+    grpc::ClientContext list_ctx;
+    v1::ListDatasetsResponse all;
+    EXPECT_TRUE(
+        datasets->ListDatasets(&list_ctx, v1::ListDatasetsRequest(), &all)
+            .ok());
+    int listed_dummies = 0;
+    for (const v1::DatasetInfo& listed : all.datasets()) {
+      if (listed.name() != "private-dummy") continue;
+      ++listed_dummies;
+      EXPECT_EQ(listed.dummy_for(), d.dummy_for());
+    }
+    EXPECT_EQ(listed_dummies, 1);
+    return d.dummy_for();
+  };
+  EXPECT_EQ(dummy_for_seen(), "");
+  ASSERT_TRUE(server.Grant("mallory", "private").ok());
+  EXPECT_EQ(dummy_for_seen(), "private");
+
+  // The dummy has more rows (300) than the dataset (200): a dry run, bounded
+  // on the dataset's public row count, is refused before it runs.
+  v1::JobSpec spec = QuickDpGdSpec("private", 1);
+  spec.set_dry_run(true);
+  v1::Job job;
+  const grpc::Status refused = Submit(server.jobs(), spec, &job);
+  EXPECT_EQ(refused.error_code(), grpc::FAILED_PRECONDITION);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("300 rows, more than the dataset's 200"));
+  EXPECT_EQ(LedgerEntries(server, "private"), 0);
+}
+
 TEST(DryRunTest, DryRunsKeepValidationWorkBoundAndPrincipalLimits) {
   TestServer server([](server::ServerOptions& o) {
     o.max_job_work = 1e8;
