@@ -387,8 +387,13 @@ absl::StatusOr<v1::Job> JobManager::Approve(const std::string& id) {
   prepared.principal = r.principal;
   prepared.requires_grant = true;  // only analysts' jobs wait for approval
   auto p = std::make_shared<PreparedJob>(std::move(prepared));
+  // The submitter's own active-job limit (a curator's override), as at
+  // submission.
+  ASSIGN_OR_RETURN(storage::PrincipalRecord submitter,
+                   db_->access().GetPrincipal(r.principal));
   ASSIGN_OR_RETURN(std::shared_ptr<ConcurrencyLimiter::Slot> slot,
-                   active_jobs_->Acquire(r.principal, std::nullopt));
+                   active_jobs_->Acquire(r.principal,
+                                         submitter.limits.max_active_jobs));
   ASSIGN_OR_RETURN(jobs::JobRunner::Ticket ticket, runner_->Reserve());
   ASSIGN_OR_RETURN(JobAdmission::Outcome outcome,
                    admission_->ChargePending(*p, id));
@@ -723,11 +728,17 @@ absl::StatusOr<v1::ListJobsResponse> JobManager::ListPage(
 absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& id) {
   ASSIGN_OR_RETURN(JobRecord r, db_->jobs().Get(id));
   if (r.state == JobState::kPendingApproval) {
-    RETURN_IF_ERROR(db_->jobs().UpdateState(
-        id, JobState::kCancelled,
-        "cancelled while waiting for approval; nothing was charged"));
-    PublishJob(id);
-    return Get(id);
+    // Only if it still waits: an approval may have charged and queued it
+    // since it was read, and then it is cancelled as a queued job.
+    const absl::Status moved = db_->jobs().UpdateStateFrom(
+        id, JobState::kPendingApproval, JobState::kCancelled,
+        "cancelled while waiting for approval; nothing was charged");
+    if (moved.ok()) {
+      PublishJob(id);
+      return Get(id);
+    }
+    if (!absl::IsAborted(moved)) return moved;
+    ASSIGN_OR_RETURN(r, db_->jobs().Get(id));
   }
   if (r.state != JobState::kQueued && r.state != JobState::kRunning) {
     return absl::FailedPreconditionError(
@@ -743,11 +754,18 @@ absl::StatusOr<int64_t> JobManager::CancelDatasetJobs(
   std::vector<std::string> ids;
   for (const v1::Job& j : jobs.jobs()) {
     if (j.state() == v1::JOB_STATE_PENDING_APPROVAL) {
-      // Never charged: it ends with its dataset.
-      (void)db_->jobs().UpdateState(
-          j.id(), JobState::kCancelled,
+      // Never charged: it ends with its dataset (unless an approval queued
+      // it since the list was read: then it is cancelled as a queued job).
+      const absl::Status moved = db_->jobs().UpdateStateFrom(
+          j.id(), JobState::kPendingApproval, JobState::kCancelled,
           "its dataset was deleted while it waited for approval; nothing "
           "was charged");
+      if (moved.ok() || !absl::IsAborted(moved)) {
+        if (moved.ok()) PublishJob(j.id());
+        continue;
+      }
+      runner_->Cancel(j.id());
+      ids.push_back(j.id());
       continue;
     }
     if (j.state() == v1::JOB_STATE_QUEUED ||

@@ -325,6 +325,22 @@ absl::Status JobStore::UpdateState(absl::string_view id, JobState to,
   });
 }
 
+absl::Status JobStore::UpdateStateFrom(absl::string_view id, JobState from,
+                                       JobState to, absl::string_view message) {
+  return db_.WithConnection([&](Connection& conn) -> absl::Status {
+    Transaction txn(conn);
+    RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
+    ASSIGN_OR_RETURN(JobRecord job, GetLocked(conn, id));
+    if (job.state != from) {
+      return absl::AbortedError(absl::StrCat("job \"", job.id, "\" is ",
+                                             JobStateName(job.state), ", not ",
+                                             JobStateName(from)));
+    }
+    RETURN_IF_ERROR(WriteTransition(conn, job, to, message));
+    return txn.Commit();
+  });
+}
+
 absl::Status JobStore::UpdateProgress(absl::string_view id,
                                       int64_t steps_done) {
   return RecordProgress(id, steps_done, {});

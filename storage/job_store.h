@@ -135,6 +135,11 @@ class JobStore {
   // (including any transition out of a terminal state).
   absl::Status UpdateState(absl::string_view id, JobState to,
                            absl::string_view message = "");
+  // UpdateState only if the job is still in `from` when the transaction
+  // reads it (a move that races another one, e.g. cancelling a job while a
+  // curator approves it). ABORTED, and nothing written, if it is not.
+  absl::Status UpdateStateFrom(absl::string_view id, JobState from, JobState to,
+                               absl::string_view message = "");
 
   // Progress and trace writes use relaxed durability (see
   // Transaction::Durability::kRelaxed): atomic and crash-safe, but not

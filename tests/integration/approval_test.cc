@@ -220,6 +220,51 @@ TEST_F(ApprovalTest, ApprovedJobsAreChargedAndRunRejectedOnesAreNot) {
   EXPECT_EQ(denied, 3);
 }
 
+TEST_F(ApprovalTest, ApprovalKeepsTheSubmittersOwnJobLimit) {
+  // A curator limits alice to one active job.
+  {
+    grpc::ClientContext ctx;
+    v1::SetPrincipalLimitsRequest req;
+    req.set_name("alice");
+    req.mutable_limits()->set_max_active_jobs(1);
+    v1::Principal p;
+    ASSERT_TRUE(server_.admin().SetPrincipalLimits(&ctx, req, &p).ok());
+  }
+  const v1::Job costly = SubmitAsAlice(1.0);
+  ASSERT_EQ(costly.state(), v1::JOB_STATE_PENDING_APPROVAL);
+  // Her one active job: long (cancelled below), below the threshold.
+  v1::Job running;
+  {
+    grpc::ClientContext ctx;
+    v1::SubmitJobRequest req;
+    *req.mutable_spec() = QuickDpGdSpec("private", 0.3, 1'000'000);
+    ASSERT_TRUE(alice_->SubmitJob(&ctx, req, &running).ok());
+  }
+  v1::Job out;
+  const grpc::Status busy = Approve(server_.jobs(), costly.id(), &out);
+  EXPECT_EQ(busy.error_code(), grpc::RESOURCE_EXHAUSTED)
+      << busy.error_message();
+  EXPECT_EQ(GetAsAlice(costly.id()).state(), v1::JOB_STATE_PENDING_APPROVAL);
+  EXPECT_EQ(LedgerEntries(), 1);  // the running job's charge only
+  {
+    grpc::ClientContext ctx;
+    v1::CancelJobRequest req;
+    req.set_id(running.id());
+    v1::Job cancelled;
+    ASSERT_TRUE(alice_->CancelJob(&ctx, req, &cancelled).ok());
+  }
+  server_.WaitForJob(running.id());
+  // Her slot is released once the job's runner finishes with it.
+  grpc::Status approved;
+  for (int i = 0; i < 100; ++i) {
+    approved = Approve(server_.jobs(), costly.id(), &out);
+    if (approved.error_code() != grpc::RESOURCE_EXHAUSTED) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(approved.ok()) << approved.error_message();
+  EXPECT_EQ(LedgerEntries(), 2);
+}
+
 TEST_F(ApprovalTest, AWaitingJobExpiresUncharged) {
   Grant("alice", "private", 0.5, /*timeout=*/1);
   v1::Job job = SubmitAsAlice(1.0);

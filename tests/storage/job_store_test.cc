@@ -171,6 +171,26 @@ TEST_F(JobStoreTest, LifecycleAndIllegalTransitions) {
               StatusIs(absl::StatusCode::kNotFound));
 }
 
+TEST_F(JobStoreTest, UpdateStateFromMovesOnlyFromTheExpectedState) {
+  // A cancel that read the job as waiting for approval must not cancel it
+  // once an approval has queued it: nothing is written, ABORTED.
+  ASSERT_OK(db_->jobs().Create(NewJob("c")));  // QUEUED
+  EXPECT_THAT(db_->jobs().UpdateStateFrom("c", JobState::kPendingApproval,
+                                          JobState::kCancelled, "no charge"),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("QUEUED")));
+  ASSERT_OK_AND_ASSIGN(JobRecord j, db_->jobs().Get("c"));
+  EXPECT_EQ(j.state, JobState::kQueued);
+  EXPECT_EQ(j.message, "");
+  ASSERT_OK(db_->jobs().UpdateStateFrom("c", JobState::kQueued,
+                                        JobState::kCancelled, "by user"));
+  ASSERT_OK_AND_ASSIGN(j, db_->jobs().Get("c"));
+  EXPECT_EQ(j.state, JobState::kCancelled);
+  EXPECT_EQ(j.message, "by user");
+  EXPECT_THAT(db_->jobs().UpdateStateFrom("zzz", JobState::kQueued,
+                                          JobState::kCancelled),
+              StatusIs(absl::StatusCode::kNotFound));
+}
+
 TEST_F(JobStoreTest, ListFilters) {
   ASSERT_OK(db_->jobs().Create(NewJob("j1", "pub", "bob")));
   ASSERT_OK(db_->jobs().Create(NewJob("j2", "pub", "carol")));
