@@ -24,65 +24,23 @@ std::string Read(const std::string& relative) {
   return ReadFileOrDie(DataPath(relative));
 }
 
-v1::ImportHeader Libsvm(const std::string& name, bool is_public) {
-  v1::ImportHeader h;
-  h.set_name(name);
-  h.set_format(v1::DATASET_FORMAT_LIBSVM);
-  h.set_dimension(123);
-  h.set_public_(is_public);
-  if (!is_public) {
-    // Room for every example's charge (README: budget 3 for a few jobs).
-    h.set_epsilon_budget(100);
-    h.set_delta_budget(1e-5);
-  }
-  return h;
-}
-
-v1::ImportHeader Csv(const std::string& name, int dimension) {
-  v1::ImportHeader h;
-  h.set_name(name);
-  h.set_format(v1::DATASET_FORMAT_CSV);
-  h.set_dimension(dimension);
-  h.set_has_header(true);
-  h.set_label_last(true);
-  h.set_label_type(v1::LABEL_TYPE_REAL);
-  h.set_epsilon_budget(100);
-  h.set_delta_budget(1e-5);
-  return h;
-}
-
-v1::ImportHeader MaxAffine(const std::string& name, bool is_public) {
-  v1::ImportHeader h = Csv(name, 5);
-  h.clear_label_type();
-  h.set_public_(is_public);
-  if (is_public) {
-    h.clear_epsilon_budget();
-    h.clear_delta_budget();
-  } else {
-    h.set_budget_filter(v1::BUDGET_FILTER_BASIC);
-    h.clear_delta_budget();
-  }
-  h.mutable_max_affine()->set_b_max(1);
-  const auto st = google::protobuf::util::JsonStringToMessage(
-      Read("examples/data/max_affine_polytope.json"),
-      h.mutable_max_affine()->mutable_polytope());
-  EXPECT_TRUE(st.ok()) << st.message();
-  return h;
-}
-
 // Imports the bundled datasets the examples name (examples/README.md).
 void ImportExampleData(TestServer& server) {
   ASSERT_TRUE(
-      server.Import(Libsvm("adult", false), Read("data/adult/a9a")).ok());
-  ASSERT_TRUE(
-      server.Import(Libsvm("adult-test", true), Read("data/adult/a9a.t")).ok());
-  ASSERT_TRUE(
-      server
-          .Import(Csv("quadratic-q", 4), Read("examples/data/quadratic_q.csv"))
+      server.Import(ExampleLibsvmHeader("adult", false), Read("data/adult/a9a"))
           .ok());
+  ASSERT_TRUE(server
+                  .Import(ExampleLibsvmHeader("adult-test", true),
+                          Read("data/adult/a9a.t"))
+                  .ok());
+  ASSERT_TRUE(server
+                  .Import(ExampleCsvHeader("quadratic-q"),
+                          Read("examples/data/quadratic_q.csv"))
+                  .ok());
   for (bool is_public : {false, true}) {
     const grpc::Status st = server.Import(
-        MaxAffine(is_public ? "max-affine-public" : "max-affine", is_public),
+        ExampleMaxAffineHeader(is_public ? "max-affine-public" : "max-affine",
+                               is_public),
         Read("examples/data/max_affine.csv"));
     ASSERT_TRUE(st.ok()) << st.error_message();
   }

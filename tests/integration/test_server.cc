@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -250,6 +251,54 @@ grpc::Status TestServer::Grant(const std::string& principal,
   req.set_epsilon_cap(cap);
   v1::Grant out;
   return admin_->GrantDataset(&ctx, req, &out);
+}
+
+v1::ImportHeader ExampleLibsvmHeader(const std::string& name, bool is_public) {
+  v1::ImportHeader h;
+  h.set_name(name);
+  h.set_format(v1::DATASET_FORMAT_LIBSVM);
+  h.set_dimension(123);
+  h.set_public_(is_public);
+  if (!is_public) {
+    h.set_epsilon_budget(100);
+    h.set_delta_budget(1e-5);
+  }
+  return h;
+}
+
+v1::ImportHeader ExampleCsvHeader(const std::string& name) {
+  v1::ImportHeader h;
+  h.set_name(name);
+  h.set_format(v1::DATASET_FORMAT_CSV);
+  h.set_has_header(true);
+  h.set_label_last(true);
+  h.set_label_type(v1::LABEL_TYPE_REAL);
+  h.set_epsilon_budget(100);
+  h.set_delta_budget(1e-5);
+  return h;
+}
+
+v1::ImportHeader ExampleMaxAffineHeader(const std::string& name,
+                                        bool is_public) {
+  v1::ImportHeader h = ExampleCsvHeader(name);
+  h.clear_label_type();
+  h.set_public_(is_public);
+  h.clear_delta_budget();
+  if (is_public) {
+    h.clear_epsilon_budget();
+  } else {
+    h.set_budget_filter(v1::BUDGET_FILTER_BASIC);
+  }
+  h.mutable_max_affine()->set_b_max(1);
+  const auto st = google::protobuf::util::JsonStringToMessage(
+      ReadFileOrDie(DataPath("examples/data/max_affine_polytope.json")),
+      h.mutable_max_affine()->mutable_polytope());
+  if (!st.ok()) {
+    std::fprintf(stderr, "max_affine_polytope.json: %s\n",
+                 st.ToString().c_str());
+    std::abort();
+  }
+  return h;
 }
 
 }  // namespace dpopt::testing

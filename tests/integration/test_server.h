@@ -88,6 +88,20 @@ v1::JobSpec QuickDpGdSpec(const std::string& dataset, double eps,
 std::string DataPath(const std::string& relative);
 std::string ReadFileOrDie(const std::string& path);
 
+// Import headers of the bundled datasets the examples name
+// (examples/README.md). Private ones have room for every example's charge
+// (budget 100, delta 1e-5).
+// a9a-format LIBSVM, dimension 123 ("adult", "adult-test").
+v1::ImportHeader ExampleLibsvmHeader(const std::string& name, bool is_public);
+// CSV with a header line, real labels last, dimension from the file
+// ("quadratic-q").
+v1::ImportHeader ExampleCsvHeader(const std::string& name);
+// The max-affine problem of examples/data/max_affine.csv: b_max 1, the
+// polytope of examples/data/max_affine_polytope.json; private ones under
+// basic composition ("max-affine", "max-affine-public").
+v1::ImportHeader ExampleMaxAffineHeader(const std::string& name,
+                                        bool is_public);
+
 }  // namespace dpopt::testing
 
 #endif  // DPOPT_TESTS_INTEGRATION_TEST_SERVER_H_

@@ -39,12 +39,16 @@
 #include "server/spec_translation.h"
 #include "storage/database.h"
 #include "tests/common/status_matchers.h"
+#include "tests/integration/test_server.h"
 
 namespace dpopt::server {
 namespace {
 
 using ::dpopt::noise::testing::SeededRandomForTesting;
 using ::dpopt::optim::testing::SolveContextTestPeer;
+using ::dpopt::testing::ExampleCsvHeader;
+using ::dpopt::testing::ExampleLibsvmHeader;
+using ::dpopt::testing::ExampleMaxAffineHeader;
 using ::testing::HasSubstr;
 
 constexpr char kStop[] = "noise_stddev_test: enough releases recorded";
@@ -155,55 +159,25 @@ class NoiseStddevTest : public ::testing::Test {
     ASSERT_TRUE(manager.ok()) << manager.status();
     manager_ = manager->release();
     // The datasets the examples name, imported as examples/README.md says.
-    auto libsvm = [](const std::string& name, bool is_public) {
-      v1::ImportHeader h;
-      h.set_name(name);
-      h.set_format(v1::DATASET_FORMAT_LIBSVM);
-      h.set_dimension(123);
-      h.set_public_(is_public);
-      if (!is_public) {
-        h.set_epsilon_budget(100);
-        h.set_delta_budget(1e-5);
-      }
-      return h;
-    };
-    auto csv = [](const std::string& name) {
-      v1::ImportHeader h;
-      h.set_name(name);
-      h.set_format(v1::DATASET_FORMAT_CSV);
-      h.set_has_header(true);
-      h.set_label_last(true);
-      h.set_label_type(v1::LABEL_TYPE_REAL);
-      h.set_epsilon_budget(100);
-      h.set_delta_budget(1e-5);
-      return h;
-    };
-    ASSERT_OK(manager_->Import(libsvm("adult", false), Read("data/adult/a9a"))
+    ASSERT_OK(manager_
+                  ->Import(ExampleLibsvmHeader("adult", false),
+                           Read("data/adult/a9a"))
                   .status());
-    ASSERT_OK(
-        manager_->Import(libsvm("adult-test", true), Read("data/adult/a9a.t"))
-            .status());
-    ASSERT_OK(
-        manager_
-            ->Import(csv("quadratic-q"), Read("examples/data/quadratic_q.csv"))
-            .status());
+    ASSERT_OK(manager_
+                  ->Import(ExampleLibsvmHeader("adult-test", true),
+                           Read("data/adult/a9a.t"))
+                  .status());
+    ASSERT_OK(manager_
+                  ->Import(ExampleCsvHeader("quadratic-q"),
+                           Read("examples/data/quadratic_q.csv"))
+                  .status());
     for (bool is_public : {false, true}) {
-      v1::ImportHeader h = csv(is_public ? "max-affine-public" : "max-affine");
-      h.clear_label_type();
-      h.set_public_(is_public);
-      h.clear_delta_budget();
-      if (is_public) {
-        h.clear_epsilon_budget();
-      } else {
-        h.set_budget_filter(v1::BUDGET_FILTER_BASIC);
-      }
-      h.mutable_max_affine()->set_b_max(1);
-      ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
-                      Read("examples/data/max_affine_polytope.json"),
-                      h.mutable_max_affine()->mutable_polytope())
-                      .ok());
-      ASSERT_OK(
-          manager_->Import(h, Read("examples/data/max_affine.csv")).status());
+      ASSERT_OK(manager_
+                    ->Import(ExampleMaxAffineHeader(
+                                 is_public ? "max-affine-public" : "max-affine",
+                                 is_public),
+                             Read("examples/data/max_affine.csv"))
+                    .status());
     }
   }
   static void TearDownTestSuite() {
