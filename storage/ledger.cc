@@ -104,28 +104,7 @@ absl::StatusOr<LedgerEntry> Ledger::ChargeAndCreateJob(
         Transaction txn(conn);
         RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
         ASSIGN_OR_RETURN(DatasetRecord dataset,
-                         DatasetStore::GetLocked(conn, charge.dataset));
-        if (dataset.deleted_at_micros != 0) {
-          return absl::NotFoundError(
-              absl::StrCat("dataset \"", dataset.name, "\" not found"));
-        }
-        if (dataset.is_public) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("dataset \"", dataset.name,
-                           "\" is public: it has no privacy budget to charge"));
-        }
-        ASSIGN_OR_RETURN(
-            std::optional<GrantRecord> grant,
-            AccessStore::FindGrantLocked(conn, charge.principal, dataset.id));
-        if (charge.require_grant && !grant.has_value()) {
-          // The message of a missing dataset (no existence leak).
-          return absl::NotFoundError(
-              absl::StrCat("dataset \"", dataset.name, "\" not found"));
-        }
-        ASSIGN_OR_RETURN(LedgerTotals prior,
-                         CostsLocked(conn, dataset, charge.principal));
-        RETURN_IF_ERROR(
-            ApplyAdmissionRule(admit, dataset, prior, grant, charge.principal));
+                         AdmitLocked(conn, charge, admit));
 
         JobRecord stored = job;
         RETURN_IF_ERROR(JobStore::InsertLocked(conn, dataset, stored));
@@ -161,27 +140,7 @@ absl::StatusOr<LedgerEntry> Ledger::ChargeAndQueuePendingJob(
               "job \"", job.id, "\" waited too long for approval: expired"));
         }
         ASSIGN_OR_RETURN(DatasetRecord dataset,
-                         DatasetStore::GetLocked(conn, charge.dataset));
-        if (dataset.deleted_at_micros != 0) {
-          return absl::NotFoundError(
-              absl::StrCat("dataset \"", dataset.name, "\" not found"));
-        }
-        if (dataset.is_public) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("dataset \"", dataset.name,
-                           "\" is public: it has no privacy budget to charge"));
-        }
-        ASSIGN_OR_RETURN(
-            std::optional<GrantRecord> grant,
-            AccessStore::FindGrantLocked(conn, charge.principal, dataset.id));
-        if (charge.require_grant && !grant.has_value()) {
-          return absl::NotFoundError(
-              absl::StrCat("dataset \"", dataset.name, "\" not found"));
-        }
-        ASSIGN_OR_RETURN(LedgerTotals prior,
-                         CostsLocked(conn, dataset, charge.principal));
-        RETURN_IF_ERROR(
-            ApplyAdmissionRule(admit, dataset, prior, grant, charge.principal));
+                         AdmitLocked(conn, charge, admit));
         RETURN_IF_ERROR(JobStore::TransitionLocked(conn, job, JobState::kQueued,
                                                    "approved by a curator"));
         ASSIGN_OR_RETURN(LedgerEntry entry,
@@ -189,6 +148,35 @@ absl::StatusOr<LedgerEntry> Ledger::ChargeAndQueuePendingJob(
         RETURN_IF_ERROR(txn.Commit());
         return entry;
       });
+}
+
+absl::StatusOr<DatasetRecord> Ledger::AdmitLocked(Connection& conn,
+                                                  const ChargeRequest& charge,
+                                                  const AdmitFn& admit) {
+  ASSIGN_OR_RETURN(DatasetRecord dataset,
+                   DatasetStore::GetLocked(conn, charge.dataset));
+  if (dataset.deleted_at_micros != 0) {
+    return absl::NotFoundError(
+        absl::StrCat("dataset \"", dataset.name, "\" not found"));
+  }
+  if (dataset.is_public) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("dataset \"", dataset.name,
+                     "\" is public: it has no privacy budget to charge"));
+  }
+  ASSIGN_OR_RETURN(
+      std::optional<GrantRecord> grant,
+      AccessStore::FindGrantLocked(conn, charge.principal, dataset.id));
+  if (charge.require_grant && !grant.has_value()) {
+    // The message of a missing dataset (no existence leak).
+    return absl::NotFoundError(
+        absl::StrCat("dataset \"", dataset.name, "\" not found"));
+  }
+  ASSIGN_OR_RETURN(LedgerTotals prior,
+                   CostsLocked(conn, dataset, charge.principal));
+  RETURN_IF_ERROR(
+      ApplyAdmissionRule(admit, dataset, prior, grant, charge.principal));
+  return dataset;
 }
 
 absl::StatusOr<LedgerEntry> Ledger::AppendChargeLocked(

@@ -194,6 +194,12 @@ class Ledger {
   static absl::StatusOr<int64_t> LastSeqLocked(Connection& conn);
   // Appends `charge` against `dataset` for job `job_id` (caller holds the
   // write transaction and has applied the admission rule).
+  // The admission check both charging paths run inside their transaction:
+  // the dataset is live and private, the grant (when required), the prior
+  // costs and `admit`. Returns the dataset to charge.
+  absl::StatusOr<DatasetRecord> AdmitLocked(Connection& conn,
+                                            const ChargeRequest& charge,
+                                            const AdmitFn& admit);
   static absl::StatusOr<LedgerEntry> AppendChargeLocked(
       Connection& conn, const DatasetRecord& dataset,
       const ChargeRequest& charge, absl::string_view job_id);
