@@ -18,10 +18,13 @@ function(dpopt_library name)
   endif()
 endfunction()
 
-# dpopt_test(NAME SOURCES ... DEPS ... [LABELS ...] [TIMEOUT s])
-# One ctest entry per test binary; GoogleTest + gmock main.
+# dpopt_test(NAME SOURCES ... DEPS ... [LABELS ...] [TIMEOUT s] [COST s])
+# One ctest entry per test binary; GoogleTest + gmock main. COST: the
+# test's rough run time in seconds, for tests of a minute or more: ctest -jN
+# starts the costliest tests first, so that on a fresh build (no timing
+# history yet) a long test does not start last and run alone at the end.
 function(dpopt_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT;COST" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} dpopt_test_support
                         GTest::gmock GTest::gtest_main)
@@ -37,6 +40,9 @@ function(dpopt_test name)
   set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT}
                        LABELS "${ARG_LABELS}"
                        ENVIRONMENT "DPOPT_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+  if(ARG_COST)
+    set_tests_properties(${name} PROPERTIES COST ${ARG_COST})
+  endif()
 endfunction()
 
 # Adds every immediate subdirectory of the current source dir that has a

@@ -210,7 +210,9 @@ class PerturbSolution final : public Algorithm {
     ASSIGN_OR_RETURN(noise::VectorLaplacePlan plan,
                      PerturbSolutionPlan(p, target.epsilon, o_.noise));
     Calibration c = BaseCalibration(p, target, info.problem_json);
-    c.work_units = LpWork(p) + ProjectionWork(p);
+    // Two LPs: the public probe that sets the padding budget, then the
+    // private one.
+    c.work_units = 2 * LpWork(p) + ProjectionWork(p);
     c.noise_multiplier = 1 / (plan.lambda * p.diameter);
     c.noise_stddev = plan.coordinate_stddev;
     const bool paper = o_.noise == SolutionNoise::kPaper;
@@ -225,6 +227,10 @@ class PerturbSolution final : public Algorithm {
         "E||w_S||_2 = d / lambda_S = %.6g; Thm 17: E f - f_opt <= G E||w_S|| "
         "= %.6g",
         plan.expected_norm, p.slope_norm_bound * plan.expected_norm));
+    c.notes.push_back(absl::StrFormat(
+        "timing: the LP on the true offsets is padded to %g x the time of the "
+        "same LP with public offsets + %g ms",
+        kLpBudgetFactor, absl::ToDoubleMilliseconds(kLpBudgetFloor)));
     return c;
   }
 

@@ -174,6 +174,7 @@ absl::StatusOr<LpSolution> SolveMaxAffine(const Eigen::MatrixXd& a,
   RETURN_IF_ERROR(lp.Solve());
 
   LpSolution out;
+  out.simplex_iterations = glp_get_it_cnt(raw);
   out.x.resize(d);
   for (int j = 1; j <= d; ++j) {
     out.x[j - 1] =

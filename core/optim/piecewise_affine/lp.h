@@ -27,6 +27,7 @@
 #ifndef DPOPT_CORE_OPTIM_PIECEWISE_AFFINE_LP_H_
 #define DPOPT_CORE_OPTIM_PIECEWISE_AFFINE_LP_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "Eigen/Dense"
@@ -47,6 +48,8 @@ struct LpSolution {
   // dual certificate, any such lambda gives the lower bound
   //   b^T lambda + min_{x in box} (A^T lambda)^T x <= f_opt  (P a box).
   std::vector<double> duals;
+  // GLPK's simplex iterations for this solve (what its run time grows with).
+  int64_t simplex_iterations = 0;
 };
 
 // Whether the linked GLPK keeps its environment per thread (glp_config("TLS")

@@ -11,6 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "core/common/padded_duration.h"
 #include "core/common/status_macros.h"
 #include "core/noise/discrete_samplers.h"
 #include "core/optim/piecewise_affine/lp.h"
@@ -117,6 +120,27 @@ absl::StatusOr<PerturbProblemOutput> RunPerturbProblem(
   return out;
 }
 
+Eigen::VectorXd ProbeOffsets(int64_t m, double b_max) {
+  // The fractional parts of i times the golden ratio, mapped to
+  // [-b_max, b_max].
+  constexpr double kGoldenFraction = 0.6180339887498949;
+  Eigen::VectorXd b(m);
+  for (int64_t i = 0; i < m; ++i) {
+    const double u = std::fmod(static_cast<double>(i + 1) * kGoldenFraction, 1);
+    b[i] = b_max * (2 * u - 1);
+  }
+  return b;
+}
+
+absl::Duration PerturbSolutionLpBudget(const ProblemInfo& info,
+                                       const Eigen::MatrixXd& slopes) {
+  const Eigen::VectorXd probe = ProbeOffsets(slopes.rows(), info.b_max);
+  const absl::Time start = absl::Now();
+  // Its outcome is not used: only its time, which depends on public values.
+  (void)SolveMaxAffine(slopes, probe, info.polytope);
+  return kLpBudgetFactor * (absl::Now() - start) + kLpBudgetFloor;
+}
+
 absl::StatusOr<Eigen::VectorXd> RunPerturbSolution(
     const ProblemInfo& info, const Dataset& data,
     const noise::VectorLaplacePlan& plan, bool project,
@@ -126,9 +150,12 @@ absl::StatusOr<Eigen::VectorXd> RunPerturbSolution(
     return absl::FailedPreconditionError("noise plan does not fit the problem");
   }
   // x* in the bounding box whatever happens (the sensitivity is its
-  // diameter): the LP's minimiser, or the centre if the solver fails.
-  absl::StatusOr<LpSolution> lp =
-      SolveMaxAffine(data.dense(), data.labels(), info.polytope);
+  // diameter): the LP's minimiser, or the centre if the solver fails. The
+  // solve on the true offsets is padded to a public time budget.
+  const absl::Duration budget = PerturbSolutionLpBudget(info, data.dense());
+  absl::StatusOr<LpSolution> lp = common::RunPaddedTo(budget, [&] {
+    return SolveMaxAffine(data.dense(), data.labels(), info.polytope);
+  });
   Eigen::VectorXd x_star = lp.ok() ? lp->x : info.Center();
   x_star = ClampToBox(x_star, info.bbox_lower, info.bbox_upper);
   // Noise on x* - centre (|.| <= R per coordinate; the centre is public).

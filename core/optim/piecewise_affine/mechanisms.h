@@ -42,6 +42,7 @@
 #include "Eigen/Dense"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "core/noise/random.h"
 #include "core/noise/vector_laplace.h"
 #include "core/optim/algorithm.h"
@@ -159,6 +160,22 @@ absl::StatusOr<PerturbProblemOutput> RunPerturbProblem(
     const ProblemInfo& info, const Dataset& data,
     const noise::VectorLaplacePlan& plan, const OffsetNoise& noise,
     noise::RandomSource& rng);
+
+// M_S's private LP runs padded to a public time budget
+// (common::RunPaddedTo): kLpBudgetFactor times the time of the LP of the
+// same shape (the public slopes and P) with public probe offsets
+// (ProbeOffsets), plus kLpBudgetFloor, timed in the same job just before.
+// The job's run time then depends on the private offsets only if their LP
+// takes longer than that budget (the simplex path, and so the solve time,
+// depends on the offsets; the mechanism needs the true minimiser).
+inline constexpr double kLpBudgetFactor = 4;
+inline constexpr absl::Duration kLpBudgetFloor = absl::Milliseconds(5);
+// m offsets in [-b_max, b_max] that depend on m and b_max only (a
+// low-discrepancy sequence: spread, no generator).
+Eigen::VectorXd ProbeOffsets(int64_t m, double b_max);
+// Solves the probe LP and returns the budget.
+absl::Duration PerturbSolutionLpBudget(const ProblemInfo& info,
+                                       const Eigen::MatrixXd& slopes);
 
 absl::StatusOr<Eigen::VectorXd> RunPerturbSolution(
     const ProblemInfo& info, const Dataset& data,

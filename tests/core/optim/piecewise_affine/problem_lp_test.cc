@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/optim/piecewise_affine/lp.h"
+#include "core/optim/piecewise_affine/mechanisms.h"
 #include "core/optim/piecewise_affine/problem.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -132,6 +133,55 @@ TEST(MaxAffineLp, ConcurrentSolvesMatchSequentialOnes) {
 
 // The paper's Example 5 (||x||_inf: pieces +-e_j, b = 0) and Example 6
 // (||x||_1: 2^d sign patterns, d = 4) have f_opt = 0 at x = 0.
+// M_S pads its private LP to kLpBudgetFactor times the time of the same LP
+// with public probe offsets (mechanisms.h). The solve's time grows with its
+// simplex iterations; on random problems and on offsets chosen to stress the
+// simplex path (all equal, one dominant piece, alternating, their
+// neighbours with one offset moved by b_max), the private solve takes at
+// most twice the probe's iterations plus a few (measured: at most 2x at
+// 8 iterations or more), well inside the factor 4.
+TEST(MaxAffineLp, ProbeOffsetsBoundThePrivateSolvesIterations) {
+  const Eigen::VectorXd probe = ProbeOffsets(1000, 2.5);
+  EXPECT_LE(probe.maxCoeff(), 2.5);
+  EXPECT_GE(probe.minCoeff(), -2.5);
+  EXPECT_EQ(probe, ProbeOffsets(1000, 2.5));  // public: m and b_max only
+  std::mt19937_64 gen(5);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::normal_distribution<double> n01(0, 1);
+  int solves = 0;
+  for (int64_t m : {10, 200, 1000}) {
+    for (int64_t d : {2, 5, 20}) {
+      Eigen::MatrixXd a(m, d);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < d; ++j) a(i, j) = n01(gen);
+      }
+      const Polytope cube = Cube(d, 1.0);
+      ASSERT_OK_AND_ASSIGN(LpSolution probe_lp,
+                           SolveMaxAffine(a, ProbeOffsets(m, 1.0), cube));
+      for (int kind = 0; kind < 5; ++kind) {
+        Eigen::VectorXd b(m);
+        for (int64_t i = 0; i < m; ++i) {
+          b[i] = kind == 0   ? u(gen)
+                 : kind == 1 ? 0.0
+                 : kind == 2 ? (i == 0 ? 1.0 : -1.0)
+                 : kind == 3 ? (i % 2 ? 1.0 : -1.0)
+                             : -std::abs(u(gen));
+        }
+        Eigen::VectorXd neighbour = b;
+        neighbour[m / 2] = std::min(1.0, neighbour[m / 2] + 1.0);
+        for (const Eigen::VectorXd* offsets : {&b, &neighbour}) {
+          ASSERT_OK_AND_ASSIGN(LpSolution lp,
+                               SolveMaxAffine(a, *offsets, cube));
+          EXPECT_LE(lp.simplex_iterations, 2 * probe_lp.simplex_iterations + 8)
+              << "m " << m << " d " << d << " offsets kind " << kind;
+          ++solves;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(solves, 90);
+}
+
 TEST(MaxAffineLp, PapersExamplesFiveAndSix) {
   const int d = 4;
   Eigen::MatrixXd inf_norm(2 * d, d);

@@ -1,5 +1,6 @@
-// M_E's run time does not depend on the private offsets beyond what is
-// documented (docs/algorithms/piecewise_affine.md, "Timing"):
+// The piecewise-affine family's run times do not depend on the private
+// offsets beyond what is documented (docs/algorithms/piecewise_affine.md,
+// "Timing"). M_E:
 //   - its plan (certificate steps, proposal rounds) is a function of public
 //     values only, and every run makes exactly that many rounds;
 //   - its certified lower bound is valid and within the plan's gap of the
@@ -14,6 +15,10 @@
 //     sampler (whose number of proposals was geometric with a mean that
 //     depends on the offsets) would be detected: the test checks that the
 //     two datasets' mean proposal counts differ by a factor >= 1.5.
+// M_S: its LP on the true offsets is padded to a public budget; 100 timed
+// runs of the production algorithm on each of two neighbouring datasets are
+// not told apart (same KS test), while a private solve that takes twice as
+// long on one of them is told apart without the padding and not with it.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,6 +26,7 @@
 #include <random>
 #include <vector>
 
+#include "core/common/padded_duration.h"
 #include "core/noise/random.h"
 #include "core/noise/testing/seeded_random.h"
 #include "core/optim/piecewise_affine/lp.h"
@@ -41,6 +47,7 @@ using testing::GaussianInstance;
 using testing::Instance;
 using testing::MakeInstance;
 using testing::PublicInfo;
+using testing::Pure;
 
 double FOpt(const Instance& in) {
   auto lp = SolveMaxAffine(in.a, in.b, in.info.polytope);
@@ -195,6 +202,21 @@ double KsPValue(std::vector<double> a, std::vector<double> b) {
   return std::clamp(p, 0.0, 1.0);
 }
 
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Milliseconds `f` takes.
+template <typename F>
+double TimeMs(F&& f) {
+  const auto start = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - start)
+      .count();
+}
+
 TEST(PiecewiseAffineExponentialTiming, RunTimeDoesNotDistinguishNeighbours) {
   // d = 10, b_max = 1, epsilon 2 (beta = 1). f = max(0, s |x_j| - c) over
   // the 20 pieces +-s e_j (s = 0.6), plus 1979 pieces that are never
@@ -256,15 +278,11 @@ TEST(PiecewiseAffineExponentialTiming, RunTimeDoesNotDistinguishNeighbours) {
                           .count();
     (which ? t2 : t1).push_back(ms);
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   const double p = KsPValue(t1, t2);
   std::printf(
       "run time over %d runs each: medians %.3f ms and %.3f ms; two-sample "
       "KS p-value %.4g\n",
-      kRuns, median(t1), median(t2), p);
+      kRuns, Median(t1), Median(t2), p);
   EXPECT_GE(p, 1e-4);
 
   // Power: run times that scale like the old sampler's (proportional to the
@@ -290,8 +308,77 @@ TEST(PiecewiseAffineExponentialTiming, RunTimeDoesNotDistinguishNeighbours) {
   }
   const double power_p = KsPValue(p1, p2);
   std::printf("power check: medians %.3f ms and %.3f ms; KS p-value %.4g\n",
-              median(p1), median(p2), power_p);
+              Median(p1), Median(p2), power_p);
   EXPECT_LT(power_p, 1e-4);
+}
+
+TEST(PiecewiseAffinePerturbSolutionTiming,
+     PaddedLpDoesNotDistinguishNeighbours) {
+  // m = 200, d = 20 (an LP of about a millisecond); the neighbour has 20
+  // offsets moved by b_max.
+  Instance d1 = GaussianInstance(200, 20, 1.0, 31);
+  d1.b = d1.b.cwiseMax(-1.0).cwiseMin(1.0);
+  Eigen::VectorXd b2 = d1.b;
+  for (int64_t i = 0; i < 20; ++i) b2[i] = std::min(1.0, b2[i] + 1.0);
+  d1 = MakeInstance(d1.a, d1.b, Cube(20, 1.0));
+  const Instance d2 = MakeInstance(d1.a, b2, Cube(20, 1.0));
+  const PublicDatasetInfo info = PublicInfo(d1);
+  std::unique_ptr<Algorithm> alg = NewPerturbSolution({});
+  ASSERT_OK_AND_ASSIGN(Calibration c, alg->Calibrate(info, Pure(1.0)));
+  ASSERT_OK_AND_ASSIGN(auto rng, noise::NewSecureRandom());
+  SolveContext context(rng.get());
+  for (int k = 0; k < 4; ++k) {  // warm-up, not measured
+    ASSERT_OK(alg->Run(k % 2 ? d2.data : d1.data, c, context).status());
+  }
+  constexpr int kRuns = 100;
+  std::vector<int> order(2 * kRuns);
+  for (int i = 0; i < 2 * kRuns; ++i) order[i] = i % 2;
+  std::mt19937_64 shuffle(13);
+  std::shuffle(order.begin(), order.end(), shuffle);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  std::vector<double> t1, t2;
+  for (int which : order) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+        << "the timing test exceeded its time bound";
+    (which ? t2 : t1).push_back(TimeMs([&] {
+      ASSERT_OK(alg->Run(which ? d2.data : d1.data, c, context).status());
+    }));
+  }
+  const double p = KsPValue(t1, t2);
+  std::printf(
+      "M_S run time over %d runs each: medians %.3f ms and %.3f ms; KS "
+      "p-value %.4g\n",
+      kRuns, Median(t1), Median(t2), p);
+  EXPECT_GE(p, 1e-4);
+
+  // Power: a private solve that takes twice as long on one dataset (the LP
+  // solved twice) is told apart unpadded, and not once padded to the
+  // budget M_S uses.
+  auto solve = [&](bool twice) {
+    for (int k = 0; k < (twice ? 2 : 1); ++k) {
+      if (!SolveMaxAffine(d1.a, d1.b, d1.info.polytope).ok()) std::abort();
+    }
+    return 0;
+  };
+  std::vector<double> u1, u2, q1, q2;
+  for (int which : order) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+        << "the timing test exceeded its time bound";
+    (which ? u2 : u1).push_back(TimeMs([&] { solve(which); }));
+    const absl::Duration budget = PerturbSolutionLpBudget(d1.info, d1.a);
+    (which ? q2 : q1).push_back(TimeMs([&] {
+      common::RunPaddedTo(budget, [&] { return solve(which); });
+    }));
+  }
+  const double unpadded_p = KsPValue(u1, u2);
+  const double padded_p = KsPValue(q1, q2);
+  std::printf(
+      "power check: unpadded medians %.3f ms and %.3f ms, KS p-value %.4g; "
+      "padded %.3f ms and %.3f ms, KS p-value %.4g\n",
+      Median(u1), Median(u2), unpadded_p, Median(q1), Median(q2), padded_p);
+  EXPECT_LT(unpadded_p, 1e-4);
+  EXPECT_GE(padded_p, 1e-4);
 }
 
 }  // namespace
