@@ -396,7 +396,7 @@ absl::StatusOr<SolveResult> RunDpTune(const DpTuneOptions& options,
                                : thetas.back();
     return result;
   }
-  const int64_t t_out = OutputIndex(omegas);
+  const int64_t t_out = TuneOutputIndex(omegas);
   result.model.weights = thetas[t_out];
   result.released.push_back(
       {"weights_out", ToVector(omegas[t_out]),
@@ -404,7 +404,7 @@ absl::StatusOr<SolveResult> RunDpTune(const DpTuneOptions& options,
   result.released.push_back(
       {"t_out",
        {static_cast<double>(t_out)},
-       "argmin_t ||omega_{t+1} - omega_t|| (smallest t on ties)"});
+       "argmin_t ||omega_{t+1} - omega_t|| (largest t on ties)"});
   std::vector<double> w_trace;
   for (const auto& v : omegas) {
     w_trace.insert(w_trace.end(), v.data(), v.data() + v.size());
@@ -427,6 +427,19 @@ absl::StatusOr<SolveResult> RunDpTune(const DpTuneOptions& options,
     trace->t_out = t_out;
   }
   return result;
+}
+
+int64_t TuneOutputIndex(const std::vector<Eigen::VectorXd>& omegas) {
+  int64_t best = 0;
+  double best_move = SafeNorm(omegas[1] - omegas[0]);
+  for (size_t t = 1; t + 1 < omegas.size(); ++t) {
+    const double move = SafeNorm(omegas[t + 1] - omegas[t]);
+    if (move <= best_move) {
+      best_move = move;
+      best = static_cast<int64_t>(t);
+    }
+  }
+  return best;
 }
 
 absl::StatusOr<std::unique_ptr<Algorithm>> NewDpTune(

@@ -14,8 +14,14 @@
 //      d_t,k = lambda (R_k(theta^lam_t) - R_k(theta_t))
 //      (the paper's closed form N(R(theta^lam) - R(theta), .) has the sign
 //      flipped and would ascend F; its argmin form above it is right)
-// Output: t_out = argmin_t ||omega_{t+1} - omega_t||, omega_out =
-// omega_{t_out}, the model theta_{t_out}.
+// Output: t_out = argmin_t ||omega_{t+1} - omega_t||, the LATEST such t on
+// ties (TuneOutputIndex), omega_out = omega_{t_out}, the model
+// theta_{t_out}. Ties happen when the weights stop moving (e.g. held at an
+// end of the box): the inner problems are then the same at every tied t, and
+// with warm starts the latest theta has had the most DP-GD steps on them
+// (the earliest, Algorithm 1's rule, returned theta_1 after 2 x inner.steps
+// steps whenever the weight reached the box at the first step).
+// Post-processing of the released omega_t, so privacy is unchanged.
 //
 // Privacy. Given the released theta_t and theta^lam_t, d_t contains no data
 // (its sensitivity is 0), so by default nu_t = 0, the outer
@@ -87,6 +93,10 @@ struct TuneTrace {
   std::vector<Eigen::VectorXd> theta_lambda;
   int64_t t_out = 0;
 };
+
+// t_out = argmin_{0 <= t < T} ||omega_{t+1} - omega_t||, the largest t on
+// ties. REQUIRES: omegas.size() >= 2.
+int64_t TuneOutputIndex(const std::vector<Eigen::VectorXd>& omegas);
 
 // name(): "dp_tune_regularization".
 absl::StatusOr<std::unique_ptr<Algorithm>> NewDpTune(

@@ -242,6 +242,37 @@ TEST(DpTuneTest, ChargesReleasesAndFeatureGroups) {
   }
 }
 
+TEST(DpTuneTest, OutputIndexTakesTheLatestOfTiedMoves) {
+  auto v = [](double x) { return Eigen::VectorXd::Constant(2, x); };
+  // Moves 1, 0, 2, 0: the smallest move (0) at t = 1 and t = 3.
+  EXPECT_EQ(TuneOutputIndex({v(1), v(0), v(0), v(2), v(2)}), 3);
+  // Moves 5, 0.5, 3.5: a unique minimiser.
+  EXPECT_EQ(TuneOutputIndex({v(0), v(5), v(5.5), v(9)}), 1);
+}
+
+TEST(DpTuneTest, WeightsHeldAtTheBoxReturnTheLastModel) {
+  // A one-point box holds omega fixed: every move is 0, so t_out = T - 1 and
+  // the model is the last (longest warm-started) theta.
+  const Dataset data = LogisticData(2000, 6, 5);
+  DpTuneOptions o;
+  o.common.model.loss = LossKind::kLogistic;
+  o.common.weight_min = 0.1;
+  o.common.weight_max = 0.1;
+  o.outer_iterations = 5;
+  o.inner.steps = 10;
+  ASSERT_OK_AND_ASSIGN(auto algorithm, NewDpTune(o));
+  ASSERT_OK_AND_ASSIGN(Calibration c,
+                       algorithm->Calibrate(Info(data), Private(1, 1e-6)));
+  SeededRandomForTesting rng(5);
+  SolveContext context(&rng);
+  TuneTrace trace;
+  ASSERT_OK_AND_ASSIGN(SolveResult r, RunDpTune(o, data, c, context, &trace));
+  EXPECT_EQ(trace.t_out, 4);
+  ASSERT_EQ(trace.theta.size(), 5u);
+  EXPECT_EQ(r.model.weights, trace.theta.back());
+  EXPECT_NE(trace.theta.back(), trace.theta.front());
+}
+
 TEST(TuningSplitTest, PublicSizesAndCoinFrequency) {
   ASSERT_OK_AND_ASSIGN(SplitSizes s, PublicSplit(1001, 0.3));
   EXPECT_EQ(s.validation, 300);
