@@ -391,9 +391,9 @@ absl::StatusOr<v1::Job> JobManager::Approve(const std::string& id) {
   // submission.
   ASSIGN_OR_RETURN(storage::PrincipalRecord submitter,
                    db_->access().GetPrincipal(r.principal));
-  ASSIGN_OR_RETURN(std::shared_ptr<ConcurrencyLimiter::Slot> slot,
-                   active_jobs_->Acquire(r.principal,
-                                         submitter.limits.max_active_jobs));
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<ConcurrencyLimiter::Slot> slot,
+      active_jobs_->Acquire(r.principal, submitter.limits.max_active_jobs));
   ASSIGN_OR_RETURN(jobs::JobRunner::Ticket ticket, runner_->Reserve());
   ASSIGN_OR_RETURN(JobAdmission::Outcome outcome,
                    admission_->ChargePending(*p, id));
@@ -426,8 +426,19 @@ absl::StatusOr<v1::Job> JobManager::Reject(const std::string& id,
 // answers the algorithms' stop questions from the job's cancellation token
 // (set by Cancel, a dataset deletion and server shutdown). Called only
 // through optim::StepReporter.
+//
+// Points are kept in memory and stored in batches, each with the job's
+// steps_done: when kTraceFlushInterval has passed since the last batch or
+// kTraceFlushBytes are pending (checked at each traced step), and the last
+// ones in the transaction that stores the result (a small job: one write
+// for its whole trace instead of one per point). A point is published to
+// watchers only once stored, so a watcher that subscribes and then replays
+// the stored trace (WatchJob) misses none.
 class JobManager::TraceRecorder : public optim::IterationCallback {
  public:
+  static constexpr absl::Duration kTraceFlushInterval = absl::Milliseconds(100);
+  static constexpr int64_t kTraceFlushBytes = int64_t{1} << 20;
+
   TraceRecorder(JobManager* m, const std::string& job_id,
                 const PreparedJob& prepared, const optim::Objective* objective,
                 const Dataset* eval, const jobs::CancellationToken& token)
@@ -436,7 +447,8 @@ class JobManager::TraceRecorder : public optim::IterationCallback {
         prepared_(prepared),
         objective_(objective),
         eval_(eval),
-        token_(token) {}
+        token_(token),
+        last_flush_(absl::Now()) {}
 
   bool StopRequested() override { return token_.cancelled(); }
 
@@ -444,62 +456,101 @@ class JobManager::TraceRecorder : public optim::IterationCallback {
     if (token_.cancelled()) return false;
     const int64_t every = prepared_.job.trace_every;
     if (s.step % every == 0 || s.step == s.total_steps || s.step == 1) {
-      v1::TracePoint t;
-      t.set_step(s.step);
-      t.set_iterate_norm(s.iterate.norm());
-      t.set_noisy_gradient_norm(s.noisy_gradient_norm);
-      if (eval_ != nullptr) {
-        // Post-processing of the privatized iterate on PUBLIC data.
-        t.set_has_public_eval(true);
-        t.set_public_loss(objective_->Loss(*eval_, s.iterate));
-        t.set_public_accuracy(objective_->Accuracy(*eval_, s.iterate));
+      steps_done_ = s.step;
+      Record(s);
+      if (pending_bytes_ >= kTraceFlushBytes ||
+          absl::Now() - last_flush_ >= kTraceFlushInterval) {
+        Flush();
       }
-      if (prepared_.spec.trace_iterates()) {
-        for (Eigen::Index i = 0; i < s.iterate.size(); ++i) {
-          t.add_iterate(s.iterate[i]);
-        }
-      }
-      std::string data = t.SerializeAsString();
-      // Admission bounded the trace from public values; a point past the
-      // server's limit (a defect of that bound) is neither stored nor
-      // sent, and which points those are depends on public sizes only.
-      const int64_t limit = m_->options_.max_trace_bytes_per_job;
-      if (limit > 0 &&
-          stored_bytes_ + static_cast<int64_t>(data.size()) > limit) {
-        if (!truncated_) {
-          truncated_ = true;
-          LogFields fields;
-          fields.job = job_id_;
-          LogEvent(LogLevel::kError, "job_trace_truncated",
-                   absl::StrCat("job ", job_id_, " reached ", stored_bytes_,
-                                " trace bytes; later points are not kept "
-                                "(the admission bound was too low: a defect)"),
-                   fields);
-        }
-        (void)m_->db_->jobs().UpdateProgress(job_id_, s.step);
-        return !token_.cancelled();
-      }
-      stored_bytes_ += static_cast<int64_t>(data.size());
-      // Persistence failures of the trace do not stop the job; the final
-      // state records them if the job cannot complete.
-      (void)m_->db_->jobs().RecordProgress(
-          job_id_, s.step, {storage::TraceEntry{s.step, std::move(data)}});
-      v1::JobEvent ev;
-      *ev.mutable_trace() = t;
-      m_->hub_->Publish(job_id_, ev);
     }
     return !token_.cancelled();
   }
 
+  // Stores the pending points and steps_done (relaxed durability, like
+  // every progress write), then publishes the points. Failures do not stop
+  // the job; the final state records them if it cannot complete.
+  void Flush() {
+    last_flush_ = absl::Now();
+    if (pending_.empty() && steps_done_ == stored_steps_) return;
+    (void)m_->db_->jobs().RecordProgress(job_id_, steps_done_, pending_);
+    stored_steps_ = steps_done_;
+    pending_.clear();
+    pending_bytes_ = 0;
+    PublishStored();
+  }
+
+  // The points not stored yet, for the transaction that stores the result;
+  // once it committed, PublishStored() sends them.
+  const std::vector<storage::TraceEntry>& pending() const { return pending_; }
+  void PublishStored() {
+    for (v1::TracePoint& t : unpublished_) {
+      v1::JobEvent ev;
+      *ev.mutable_trace() = std::move(t);
+      m_->hub_->Publish(job_id_, ev);
+    }
+    unpublished_.clear();
+  }
+
  private:
+  void Record(const optim::IterationSummary& s) {
+    v1::TracePoint t;
+    t.set_step(s.step);
+    t.set_iterate_norm(s.iterate.norm());
+    t.set_noisy_gradient_norm(s.noisy_gradient_norm);
+    if (eval_ != nullptr) {
+      // Post-processing of the privatized iterate on PUBLIC data.
+      t.set_has_public_eval(true);
+      t.set_public_loss(objective_->Loss(*eval_, s.iterate));
+      t.set_public_accuracy(objective_->Accuracy(*eval_, s.iterate));
+    }
+    if (prepared_.spec.trace_iterates()) {
+      for (Eigen::Index i = 0; i < s.iterate.size(); ++i) {
+        t.add_iterate(s.iterate[i]);
+      }
+    }
+    std::string data = t.SerializeAsString();
+    // Admission bounded the trace from public values; a point past the
+    // server's limit (a defect of that bound) is neither stored nor sent,
+    // and which points those are depends on public sizes only.
+    const int64_t limit = m_->options_.max_trace_bytes_per_job;
+    if (limit > 0 &&
+        stored_bytes_ + static_cast<int64_t>(data.size()) > limit) {
+      if (!truncated_) {
+        truncated_ = true;
+        LogFields fields;
+        fields.job = job_id_;
+        LogEvent(LogLevel::kError, "job_trace_truncated",
+                 absl::StrCat("job ", job_id_, " reached ", stored_bytes_,
+                              " trace bytes; later points are not kept "
+                              "(the admission bound was too low: a defect)"),
+                 fields);
+      }
+      return;
+    }
+    stored_bytes_ += static_cast<int64_t>(data.size());
+    pending_bytes_ += static_cast<int64_t>(data.size());
+    pending_.push_back(storage::TraceEntry{s.step, std::move(data)});
+    unpublished_.push_back(std::move(t));
+  }
+
   JobManager* m_;
   const std::string& job_id_;
   const PreparedJob& prepared_;
   const optim::Objective* objective_;
   const Dataset* eval_;
   const jobs::CancellationToken& token_;
+  // Bytes of every point kept (stored or pending), for the trace limit.
   int64_t stored_bytes_ = 0;
   bool truncated_ = false;
+  // Points recorded but not stored yet, and their events (published once
+  // stored).
+  std::vector<storage::TraceEntry> pending_;
+  std::vector<v1::TracePoint> unpublished_;
+  int64_t pending_bytes_ = 0;
+  // The last traced step, and the steps_done last stored.
+  int64_t steps_done_ = 0;
+  int64_t stored_steps_ = 0;
+  absl::Time last_flush_;
 };
 
 void JobManager::PublishJob(const std::string& job_id) {
@@ -549,7 +600,7 @@ void JobManager::Execute(const std::string& job_id,
 absl::Status JobManager::RunJob(const std::string& job_id, const PreparedJob& p,
                                 const jobs::CancellationToken& token) {
   if (token.cancelled()) return absl::CancelledError("cancelled");
-  RETURN_IF_ERROR(db_->jobs().UpdateState(job_id, JobState::kRunning));
+  RETURN_IF_ERROR(db_->jobs().MarkRunning(job_id));
   PublishJob(job_id);
 
   // A dry run never loads the dataset's rows: synthetic ones, or the public
@@ -566,11 +617,15 @@ absl::Status JobManager::RunJob(const std::string& job_id, const PreparedJob& p,
   ASSIGN_OR_RETURN(auto rng, noise::NewSecureRandom());
   TraceRecorder recorder(this, job_id, p, objective.get(), eval.get(), token);
   optim::SolveContext context(rng.get(), &recorder);
-  ASSIGN_OR_RETURN(optim::SolveResult result,
-                   p.job.algorithm->Run(train, p.calibration, context));
-  if (result.cancelled || token.cancelled()) {
+  absl::StatusOr<optim::SolveResult> run =
+      p.job.algorithm->Run(train, p.calibration, context);
+  if (!run.ok() || run->cancelled || token.cancelled()) {
+    // The points recorded so far are kept, as for a job that completes.
+    recorder.Flush();
+    if (!run.ok()) return run.status();
     return absl::CancelledError("cancelled");
   }
+  const optim::SolveResult& result = *run;
 
   v1::JobResult out;
   out.set_job_id(job_id);
@@ -602,9 +657,17 @@ absl::Status JobManager::RunJob(const std::string& job_id, const PreparedJob& p,
     evaluation.set_accuracy(objective->Accuracy(*eval, result.model.weights));
     *out.mutable_evaluation() = evaluation;
   }
-  RETURN_IF_ERROR(db_->jobs().UpdateProgress(job_id, result.steps_done));
-  return db_->jobs().SetResult(job_id, out.SerializeAsString(),
-                               evaluation.SerializeAsString());
+  // The result, the final steps_done and the last trace points in one
+  // transaction.
+  absl::Status stored = db_->jobs().SetResult(
+      job_id, out.SerializeAsString(), evaluation.SerializeAsString(),
+      result.steps_done, recorder.pending());
+  if (!stored.ok()) {
+    recorder.Flush();
+    return stored;
+  }
+  recorder.PublishStored();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<const Dataset>> JobManager::LoadRows(

@@ -571,42 +571,10 @@ absl::StatusOr<AuditChainReport> AccessStore::VerifyAuditChain(
 }
 
 absl::Status AccessStore::AppendAudit(const AuditRecord& r) {
-  absl::MutexLock lock(&audit_mu_);
-  std::shared_ptr<AuditBatch> mine = filling_;
-  mine->records.push_back(r);
-  while (!mine->done) {
-    if (!audit_writing_) {
-      // Lead: write every pending record (ours included) in one commit.
-      audit_writing_ = true;
-      std::shared_ptr<AuditBatch> batch = std::move(filling_);
-      filling_ = std::make_shared<AuditBatch>();
-      audit_mu_.Unlock();
-      absl::Status s = WriteAuditBatch(batch->records);
-      audit_mu_.Lock();
-      batch->status = s;
-      batch->done = true;
-      audit_writing_ = false;
-    } else {
-      auto ready = [&]() ABSL_SHARED_LOCKS_REQUIRED(audit_mu_) {
-        return mine->done || !audit_writing_;
-      };
-      audit_mu_.Await(absl::Condition(&ready));
-    }
-  }
-  return mine->status;
-}
-
-absl::Status AccessStore::WriteAuditBatch(
-    const std::vector<AuditRecord>& records) {
+  // Not the change of an RPC: no commit hook runs with the record.
   ScopedCommitHookSuspension not_an_rpc_change;
-  return db_.WithConnection([&](Connection& conn) -> absl::Status {
-    Transaction txn(conn);
-    RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
-    for (const AuditRecord& r : records) {
-      RETURN_IF_ERROR(AppendAuditLocked(conn, r));
-    }
-    return txn.Commit();
-  });
+  return db_.group_commit().Run(
+      [&r](Connection& conn) { return AppendAuditLocked(conn, r); });
 }
 
 absl::StatusOr<std::vector<AuditRecord>> AccessStore::ListAudit(

@@ -174,10 +174,10 @@ class AccessStore {
   static const char kVisibilitySql[];
 
   // Appends durably (FULL sync) before returning. Group commit: records
-  // appended concurrently by several threads share one transaction (the
-  // first waiting thread writes every pending record, the others wait for
-  // that commit), so a burst of read RPCs costs one fsync, not one each.
-  // Runs no commit hook.
+  // appended concurrently by several threads share one transaction, with
+  // the other durable writes waiting then (charges, results;
+  // storage/group_commit.h), so a burst of read RPCs costs one fsync, not
+  // one each. Runs no commit hook.
   absl::Status AppendAudit(const AuditRecord& record);
   // Appends on the caller's connection, inside the caller's transaction
   // (for a ScopedCommitHook: the record commits with the change).
@@ -197,18 +197,8 @@ class AccessStore {
  private:
   friend class Database;
   explicit AccessStore(Database& db) : db_(db) {}
-  struct AuditBatch {
-    std::vector<AuditRecord> records;
-    bool done = false;
-    absl::Status status;
-  };
-  absl::Status WriteAuditBatch(const std::vector<AuditRecord>& records);
 
   Database& db_;
-  absl::Mutex audit_mu_;
-  std::shared_ptr<AuditBatch> filling_ ABSL_GUARDED_BY(audit_mu_) =
-      std::make_shared<AuditBatch>();
-  bool audit_writing_ ABSL_GUARDED_BY(audit_mu_) = false;
 };
 
 }  // namespace dpopt::storage

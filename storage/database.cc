@@ -37,6 +37,10 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(
   // checkpoint has copied it into the database file and it restarts.
   RETURN_IF_ERROR(conn->Execute("PRAGMA journal_size_limit=67108864"));
   std::unique_ptr<Database> db(new Database(path, options, std::move(conn)));
+  // The ledger's folds may hold charges of a shared transaction that then
+  // rolled back (storage/ledger.h, SetCostFolder).
+  db->group_commit_.SetOnRollback(
+      [ledger = &db->ledger_]() { ledger->ForgetFolds(); });
   if (!options.ledger_mark_path.empty()) {
     RETURN_IF_ERROR(db->CheckLedgerMark());
   }

@@ -30,6 +30,7 @@
 #include "storage/checkpointer.h"
 #include "storage/dataset_store.h"
 #include "storage/deletion_record.h"
+#include "storage/group_commit.h"
 #include "storage/job_store.h"
 #include "storage/ledger.h"
 #include "storage/ledger_mark.h"
@@ -98,6 +99,9 @@ class Database {
   Ledger& ledger() { return ledger_; }
   JobStore& jobs() { return jobs_; }
   AccessStore& access() { return access_; }
+  // Shares one durable commit among concurrent writes (charges, results,
+  // audit records); storage/group_commit.h.
+  GroupCommit& group_commit() { return group_commit_; }
 
   const std::string& path() const { return path_; }
   const Options& options() const { return options_; }
@@ -128,6 +132,7 @@ class Database {
   friend class Ledger;
   friend class JobStore;
   friend class AccessStore;
+  friend class GroupCommit;
   friend class DatabaseTestPeer;  // tests only: raw SQL access
 
   Database(std::string path, const Options& options,
@@ -138,7 +143,8 @@ class Database {
         datasets_(*this),
         ledger_(*this),
         jobs_(*this),
-        access_(*this) {}
+        access_(*this),
+        group_commit_(*this) {}
 
   // Open's comparison of the ledger with options_.ledger_mark_path.
   absl::Status CheckLedgerMark();
@@ -158,6 +164,7 @@ class Database {
   Ledger ledger_;
   JobStore jobs_;
   AccessStore access_;
+  GroupCommit group_commit_;
   std::unique_ptr<LedgerMark> ledger_mark_;
   LedgerMarkCheck mark_check_;
   std::unique_ptr<DeletionRecord> deletion_record_;

@@ -244,6 +244,24 @@ absl::StatusOr<JobRecord> JobStore::GetLocked(Connection& conn,
   return ReadJob(st);
 }
 
+absl::StatusOr<JobRecord> JobStore::GetStateLocked(Connection& conn,
+                                                   absl::string_view id) {
+  ASSIGN_OR_RETURN(Statement st,
+                   conn.Prepare("SELECT id, state FROM jobs WHERE id = ?"));
+  RETURN_IF_ERROR(st.BindText(1, id));
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return NotFound(id);
+  JobRecord j;
+  j.id = st.ColumnText(0);
+  const int64_t state = st.ColumnInt64(1);
+  if (state < 0 || state > static_cast<int64_t>(JobState::kRejected)) {
+    return absl::DataLossError(
+        absl::StrCat("job \"", j.id, "\" has an unknown state"));
+  }
+  j.state = static_cast<JobState>(state);
+  return j;
+}
+
 absl::StatusOr<JobRecord> JobStore::Create(const JobRecord& job) {
   return db_.WithConnection([&](Connection& conn) -> absl::StatusOr<JobRecord> {
     Transaction txn(conn);
@@ -319,7 +337,7 @@ absl::Status JobStore::UpdateState(absl::string_view id, JobState to,
   return db_.WithConnection([&](Connection& conn) -> absl::Status {
     Transaction txn(conn);
     RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
-    ASSIGN_OR_RETURN(JobRecord job, GetLocked(conn, id));
+    ASSIGN_OR_RETURN(JobRecord job, GetStateLocked(conn, id));
     RETURN_IF_ERROR(WriteTransition(conn, job, to, message));
     return txn.Commit();
   });
@@ -330,13 +348,29 @@ absl::Status JobStore::UpdateStateFrom(absl::string_view id, JobState from,
   return db_.WithConnection([&](Connection& conn) -> absl::Status {
     Transaction txn(conn);
     RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
-    ASSIGN_OR_RETURN(JobRecord job, GetLocked(conn, id));
+    ASSIGN_OR_RETURN(JobRecord job, GetStateLocked(conn, id));
     if (job.state != from) {
       return absl::AbortedError(absl::StrCat("job \"", job.id, "\" is ",
                                              JobStateName(job.state), ", not ",
                                              JobStateName(from)));
     }
     RETURN_IF_ERROR(WriteTransition(conn, job, to, message));
+    return txn.Commit();
+  });
+}
+
+absl::Status JobStore::MarkRunning(absl::string_view id) {
+  return db_.WithConnection([&](Connection& conn) -> absl::Status {
+    Transaction txn(conn);
+    RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate,
+                              Transaction::Durability::kRelaxed));
+    ASSIGN_OR_RETURN(JobRecord job, GetStateLocked(conn, id));
+    if (job.state != JobState::kQueued) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job \"", job.id, "\" is ", JobStateName(job.state),
+                       "; cannot move to RUNNING"));
+    }
+    RETURN_IF_ERROR(WriteTransition(conn, job, JobState::kRunning, ""));
     return txn.Commit();
   });
 }
@@ -355,7 +389,7 @@ absl::Status JobStore::RecordProgress(absl::string_view id, int64_t steps_done,
     Transaction txn(conn);
     RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate,
                               Transaction::Durability::kRelaxed));
-    ASSIGN_OR_RETURN(JobRecord job, GetLocked(conn, id));
+    ASSIGN_OR_RETURN(JobRecord job, GetStateLocked(conn, id));
     if (job.state != JobState::kRunning) {
       return absl::FailedPreconditionError(
           absl::StrCat("job \"", job.id, "\" is ", JobStateName(job.state),
@@ -373,11 +407,13 @@ absl::Status JobStore::RecordProgress(absl::string_view id, int64_t steps_done,
 }
 
 absl::Status JobStore::SetResult(absl::string_view id, absl::string_view result,
-                                 absl::string_view evaluation) {
-  return db_.WithConnection([&](Connection& conn) -> absl::Status {
-    Transaction txn(conn);
-    RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
-    ASSIGN_OR_RETURN(JobRecord job, GetLocked(conn, id));
+                                 absl::string_view evaluation,
+                                 int64_t steps_done,
+                                 const std::vector<TraceEntry>& trace) {
+  // Fully durable, in a commit shared with other durable writes
+  // (storage/group_commit.h).
+  return db_.group_commit().Run([&](Connection& conn) -> absl::Status {
+    ASSIGN_OR_RETURN(JobRecord job, GetStateLocked(conn, id));
     if (job.state != JobState::kRunning) {
       return absl::FailedPreconditionError(
           absl::StrCat("job \"", job.id, "\" is ", JobStateName(job.state),
@@ -386,13 +422,16 @@ absl::Status JobStore::SetResult(absl::string_view id, absl::string_view result,
     ASSIGN_OR_RETURN(
         Statement st,
         conn.Prepare(
-            "UPDATE jobs SET result = ?, evaluation = ? WHERE id = ?"));
+            "UPDATE jobs SET result = ?, evaluation = ?, steps_done = "
+            "CASE WHEN ? >= 0 THEN ? ELSE steps_done END WHERE id = ?"));
     RETURN_IF_ERROR(st.BindBlob(1, result));
     RETURN_IF_ERROR(st.BindBlob(2, evaluation));
-    RETURN_IF_ERROR(st.BindText(3, id));
+    RETURN_IF_ERROR(st.BindInt64(3, steps_done));
+    RETURN_IF_ERROR(st.BindInt64(4, steps_done));
+    RETURN_IF_ERROR(st.BindText(5, job.id));
     RETURN_IF_ERROR(st.Run());
-    RETURN_IF_ERROR(WriteTransition(conn, job, JobState::kSucceeded, ""));
-    return txn.Commit();
+    RETURN_IF_ERROR(InsertTraceLocked(conn, job.id, trace));
+    return WriteTransition(conn, job, JobState::kSucceeded, "");
   });
 }
 
@@ -402,7 +441,7 @@ absl::Status JobStore::AppendTrace(absl::string_view id, int64_t step,
     Transaction txn(conn);
     RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate,
                               Transaction::Durability::kRelaxed));
-    ASSIGN_OR_RETURN(JobRecord job, GetLocked(conn, id));
+    ASSIGN_OR_RETURN(JobRecord job, GetStateLocked(conn, id));
     RETURN_IF_ERROR(
         InsertTraceLocked(conn, job.id, {TraceEntry{step, std::string(data)}}));
     return txn.Commit();
@@ -415,7 +454,7 @@ absl::StatusOr<std::vector<TraceEntry>> JobStore::ListTrace(
       [&](Connection& conn) -> absl::StatusOr<std::vector<TraceEntry>> {
         Transaction txn(conn);
         RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kDeferred));
-        ASSIGN_OR_RETURN(JobRecord job, GetLocked(conn, id));
+        ASSIGN_OR_RETURN(JobRecord job, GetStateLocked(conn, id));
         ASSIGN_OR_RETURN(Statement st,
                          conn.Prepare("SELECT step, data FROM job_trace WHERE "
                                       "job_id = ? AND step > ? ORDER BY step"));
@@ -441,7 +480,7 @@ absl::StatusOr<JobStore::TracePage> JobStore::ListTracePage(
   return db_.WithConnection([&](Connection& conn) -> absl::StatusOr<TracePage> {
     Transaction txn(conn);
     RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kDeferred));
-    ASSIGN_OR_RETURN(JobRecord job, GetLocked(conn, id));
+    ASSIGN_OR_RETURN(JobRecord job, GetStateLocked(conn, id));
     TracePage page;
     {
       ASSIGN_OR_RETURN(

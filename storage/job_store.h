@@ -147,6 +147,12 @@ class JobStore {
   // records may be lost on power failure; charges and state changes are
   // always fully durable.
 
+  // QUEUED -> RUNNING (sets started_at), with relaxed durability: a RUNNING
+  // state lost to a power failure leaves the job QUEUED, which restart
+  // recovery (FailInterruptedJobs) ends exactly as it ends a RUNNING one, so
+  // the job's start costs no fsync. Errors: those of UpdateState.
+  absl::Status MarkRunning(absl::string_view id);
+
   // Records progress of a RUNNING job.
   // Errors: NOT_FOUND; FAILED_PRECONDITION if the job is not RUNNING;
   // INVALID_ARGUMENT if steps_done < 0.
@@ -158,9 +164,15 @@ class JobStore {
                               const std::vector<TraceEntry>& trace);
 
   // Atomically stores the result and evaluation and moves RUNNING ->
-  // SUCCEEDED. Errors: NOT_FOUND; FAILED_PRECONDITION if not RUNNING.
+  // SUCCEEDED, fully durable (in a commit it may share with concurrent
+  // durable writes, storage/group_commit.h); with `steps_done` >= 0 also
+  // records it, and appends `trace` (the job's last trace records), in the
+  // same transaction. Errors: NOT_FOUND; FAILED_PRECONDITION if not
+  // RUNNING; those of RecordProgress for `trace` (nothing written on any
+  // error).
   absl::Status SetResult(absl::string_view id, absl::string_view result,
-                         absl::string_view evaluation);
+                         absl::string_view evaluation, int64_t steps_done = -1,
+                         const std::vector<TraceEntry>& trace = {});
 
   // Appends one trace record. Errors: NOT_FOUND; ALREADY_EXISTS if `step`
   // was already recorded for the job; INVALID_ARGUMENT if step < 0.
@@ -208,6 +220,11 @@ class JobStore {
                                    JobRecord& job);
   static absl::StatusOr<JobRecord> GetLocked(Connection& conn,
                                              absl::string_view id);
+  // The job's id and state only (the other fields empty): what the state
+  // checks of progress, trace and result writes need, without reading the
+  // spec and result blobs. NOT_FOUND if there is no such job.
+  static absl::StatusOr<JobRecord> GetStateLocked(Connection& conn,
+                                                  absl::string_view id);
   // Checks and writes `job`'s move to `to` (caller holds the write
   // transaction).
   static absl::Status TransitionLocked(Connection& conn, const JobRecord& job,

@@ -97,23 +97,26 @@ absl::StatusOr<LedgerEntry> Ledger::ChargeAndCreateJob(
     return absl::InvalidArgumentError("charge and job name different datasets");
   }
   if (!admit) return absl::InvalidArgumentError("admit function is empty");
-  return db_.WithConnection(
-      [&](Connection& conn) -> absl::StatusOr<LedgerEntry> {
-        // The write lock is taken before reading the existing charges, so no
-        // other connection can append between admission and charge.
-        Transaction txn(conn);
-        RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
-        ASSIGN_OR_RETURN(DatasetRecord dataset,
-                         AdmitLocked(conn, charge, admit));
+  // One unit of a shared BEGIN IMMEDIATE transaction (group commit): the
+  // write lock is held before the existing charges are read, so nothing
+  // can append between admission and charge but the units before this one
+  // in the same transaction, whose charges the admission sees.
+  LedgerEntry entry;
+  RETURN_IF_ERROR(db_.group_commit().Run([&](Connection& conn) -> absl::Status {
+    ASSIGN_OR_RETURN(DatasetRecord dataset, AdmitLocked(conn, charge, admit));
+    JobRecord stored = job;
+    RETURN_IF_ERROR(JobStore::InsertLocked(conn, dataset, stored));
+    ASSIGN_OR_RETURN(entry,
+                     AppendChargeLocked(conn, dataset, charge, stored.id));
+    return absl::OkStatus();
+  }));
+  // synchronous=FULL: durable once the shared COMMIT returned.
+  return entry;
+}
 
-        JobRecord stored = job;
-        RETURN_IF_ERROR(JobStore::InsertLocked(conn, dataset, stored));
-        ASSIGN_OR_RETURN(LedgerEntry entry,
-                         AppendChargeLocked(conn, dataset, charge, stored.id));
-        // synchronous=FULL: durable once COMMIT returns.
-        RETURN_IF_ERROR(txn.Commit());
-        return entry;
-      });
+void Ledger::ForgetFolds() {
+  absl::MutexLock lock(&mu_);
+  folds_.clear();
 }
 
 absl::StatusOr<LedgerEntry> Ledger::ChargeAndQueuePendingJob(

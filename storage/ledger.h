@@ -120,6 +120,10 @@ class Ledger {
   // with synchronous=FULL, so the charge is durable before this returns.
   // Concurrent calls, from this or other Database handles on the same file,
   // are serialized, so an admit rule over `existing` cannot be overspent.
+  // Concurrent calls on one handle share that transaction and its commit
+  // (storage/group_commit.h), each under a savepoint of its own, admitted
+  // one after the other over the charges before it, and return only once
+  // it has committed.
   // Returns the appended entry (its job_id is the created job's id,
   // generated if job.id was empty).
   // Errors: INVALID_ARGUMENT (bad charge or job; charge.dataset !=
@@ -170,8 +174,15 @@ class Ledger {
   // transaction sees are exactly those up to some seq; only rows read from
   // the database (committed by someone, or read under the write lock) ever
   // enter the fold, and every handle (process) keeps its own. Call once,
-  // before concurrent use.
+  // before concurrent use. (A fold may also hold the charges of earlier
+  // units of a shared transaction, read under its write lock; should that
+  // transaction roll back, ForgetFolds drops every fold before anyone else
+  // can read them.)
   void SetCostFolder(CostFolder folder);
+
+  // Drops every cached fold (the next admission folds from the ledger
+  // again). Called with the connection lock held.
+  void ForgetFolds();
 
  private:
   friend class Database;

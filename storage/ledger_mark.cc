@@ -1,5 +1,7 @@
 #include "storage/ledger_mark.h"
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -36,9 +38,27 @@ absl::Status LedgerMark::Write(const std::string& path, int64_t seq) {
 
 absl::Status LedgerMark::Advance(int64_t seq) {
   absl::MutexLock lock(&mu_);
-  if (seq <= current_) return absl::OkStatus();
-  RETURN_IF_ERROR(Write(path_, seq));
-  current_ = seq;
+  wanted_ = std::max(wanted_, seq);
+  while (current_ < seq) {
+    if (writing_) {
+      // Another thread's write may cover `seq`; else write after it.
+      auto done = [this, seq]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return !writing_ || current_ >= seq;
+      };
+      mu_.Await(absl::Condition(&done));
+      continue;
+    }
+    // Every seq asked for so far has committed in the ledger (Advance is
+    // called after the charge's commit), so the highest may be written.
+    const int64_t target = wanted_;
+    writing_ = true;
+    mu_.Unlock();
+    absl::Status written = Write(path_, target);
+    mu_.Lock();
+    writing_ = false;
+    if (!written.ok()) return written;
+    current_ = std::max(current_, target);
+  }
   return absl::OkStatus();
 }
 

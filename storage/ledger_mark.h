@@ -67,7 +67,10 @@ class LedgerMark {
 
   // Durably records `seq` if it is above the current mark; a no-op
   // otherwise (concurrent charges may advance it out of order). When this
-  // returns OK the file records at least `seq`.
+  // returns OK the file records at least `seq`. Group commit: while one
+  // thread writes the file, the others wait, and the next write records
+  // the highest seq asked for meanwhile, so concurrent charges share one
+  // durable replacement instead of queueing for one each.
   absl::Status Advance(int64_t seq) ABSL_LOCKS_EXCLUDED(mu_);
 
   int64_t current() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -77,6 +80,10 @@ class LedgerMark {
   const std::string path_;
   mutable absl::Mutex mu_;
   int64_t current_ ABSL_GUARDED_BY(mu_);
+  // The highest seq any Advance has asked for.
+  int64_t wanted_ ABSL_GUARDED_BY(mu_) = 0;
+  // A thread is replacing the file (without holding mu_).
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace dpopt::storage

@@ -221,6 +221,11 @@ absl::Status Connection::Execute(absl::string_view sql) {
   return absl::OkStatus();
 }
 
+absl::Status Connection::ExecuteCached(absl::string_view sql) {
+  ASSIGN_OR_RETURN(Statement st, Prepare(sql));
+  return st.Run();
+}
+
 absl::StatusOr<Statement> Connection::Prepare(absl::string_view sql) {
   if (auto it = cache_.find(sql); it != cache_.end() && !it->second.empty()) {
     sqlite3_stmt* cached = it->second.back();
@@ -477,6 +482,8 @@ ScopedCommitHook::ScopedCommitHook(Hook hook)
 
 ScopedCommitHook::~ScopedCommitHook() { current_commit_hook = previous_; }
 
+ScopedCommitHook* ScopedCommitHook::Current() { return current_commit_hook; }
+
 Transaction::~Transaction() {
   if (active_) (void)Rollback();
 }
@@ -492,11 +499,11 @@ absl::Status Transaction::Begin(Mode mode, Durability durability) {
   if (durability == Durability::kRelaxed) {
     // synchronous cannot change inside a transaction; set it before BEGIN
     // and restore FULL when the transaction ends.
-    RETURN_IF_ERROR(conn_.Execute("PRAGMA synchronous=NORMAL"));
+    RETURN_IF_ERROR(conn_.ExecuteCached("PRAGMA synchronous=NORMAL"));
     relaxed_ = true;
   }
-  absl::Status s =
-      conn_.Execute(mode == Mode::kImmediate ? "BEGIN IMMEDIATE" : "BEGIN");
+  absl::Status s = conn_.ExecuteCached(
+      mode == Mode::kImmediate ? "BEGIN IMMEDIATE" : "BEGIN");
   if (!s.ok()) {
     RestoreDurability();
     return s;
@@ -510,7 +517,7 @@ void Transaction::RestoreDurability() {
   if (!relaxed_) return;
   relaxed_ = false;
   // Only fails on misuse; FULL is the connection's documented default.
-  (void)conn_.Execute("PRAGMA synchronous=FULL");
+  (void)conn_.ExecuteCached("PRAGMA synchronous=FULL");
 }
 
 absl::Status Transaction::Commit() {
@@ -528,7 +535,7 @@ absl::Status Transaction::Commit() {
       return h;
     }
   }
-  absl::Status s = conn_.Execute("COMMIT");
+  absl::Status s = conn_.ExecuteCached("COMMIT");
   if (s.ok() && hook != nullptr) ++hook->commits_;
   if (!s.ok()) {
     // COMMIT can fail with BUSY and leave the transaction open; roll back so
@@ -548,7 +555,7 @@ absl::Status Transaction::Rollback() {
   finished_ = true;
   absl::Status s;
   // After some errors SQLite has already rolled back automatically.
-  if (conn_.InTransaction()) s = conn_.Execute("ROLLBACK");
+  if (conn_.InTransaction()) s = conn_.ExecuteCached("ROLLBACK");
   RestoreDurability();
   return s;
 }

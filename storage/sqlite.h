@@ -85,6 +85,12 @@ class Connection {
   // if any, are discarded.
   absl::Status Execute(absl::string_view sql);
 
+  // Runs exactly one SQL statement that takes no parameters (rows, if any,
+  // discarded) through the statement cache below: for the statements a
+  // connection runs over and over (BEGIN, COMMIT, PRAGMA synchronous),
+  // which Execute would compile every time.
+  absl::Status ExecuteCached(absl::string_view sql);
+
   // Compiles exactly one SQL statement. INVALID_ARGUMENT if `sql` holds more
   // than one statement or none; the mapped SQLite error if it does not
   // compile. Compiled statements are cached per connection by SQL text: a
@@ -287,6 +293,9 @@ class ScopedCommitHook {
 
  private:
   friend class Transaction;
+  friend class GroupCommit;  // runs a waiting caller's hook on its behalf
+  // The innermost hook on the calling thread; nullptr if none.
+  static ScopedCommitHook* Current();
   Hook hook_;
   ScopedCommitHook* previous_;
   int64_t commits_ = 0;

@@ -465,6 +465,54 @@ TEST_F(SmallDatasetTest, WatchStreamsTracesAndTheFinalState) {
   EXPECT_EQ(last, v1::JOB_STATE_SUCCEEDED);
 }
 
+// Trace points are stored in batches (every 100 ms, the last ones with the
+// result) and published once stored: a watch opened while the job runs gets
+// every point (the stored ones replayed, then the live ones), in order,
+// exactly the stored trace, and then the final state.
+TEST_F(SmallDatasetTest, AWatchedJobsTraceIsCompleteAndEqualsTheStoredOne) {
+  for (int run = 0; run < 2; ++run) {
+    v1::Job job;
+    // Long enough (tenths of a second) for the watch to begin first, and
+    // for batches stored while it runs.
+    v1::JobSpec spec = Spec(0.3, 20000);
+    spec.set_trace_every(2000);
+    ASSERT_TRUE(Submit(s_, spec, &job).ok());
+    grpc::ClientContext ctx;
+    v1::WatchJobRequest req;
+    req.set_id(job.id());
+    auto reader = s_.jobs().WatchJob(&ctx, req);
+    v1::JobEvent ev;
+    ASSERT_TRUE(reader->Read(&ev));
+    ASSERT_TRUE(ev.has_job());
+    ASSERT_NE(ev.job().state(), v1::JOB_STATE_SUCCEEDED)
+        << "the job ended before the watch began; make it longer";
+    std::vector<int64_t> watched;
+    v1::JobState last = ev.job().state();
+    while (reader->Read(&ev)) {
+      if (ev.has_trace()) {
+        EXPECT_NE(last, v1::JOB_STATE_SUCCEEDED) << "a point after the end";
+        watched.push_back(ev.trace().step());
+      }
+      if (ev.has_job()) last = ev.job().state();
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+    ASSERT_EQ(last, v1::JOB_STATE_SUCCEEDED);
+    grpc::ClientContext rctx;
+    v1::GetJobResultRequest rreq;
+    rreq.set_id(job.id());
+    v1::JobResult result;
+    ASSERT_TRUE(s_.jobs().GetJobResult(&rctx, rreq, &result).ok());
+    std::vector<int64_t> stored;
+    for (const v1::TracePoint& t : result.trace()) stored.push_back(t.step());
+    // Steps 1, 2000, 4000, ..., 20000.
+    ASSERT_EQ(stored.size(), 11u);
+    EXPECT_EQ(stored.front(), 1);
+    EXPECT_EQ(stored.back(), 20000);
+    EXPECT_EQ(watched, stored);
+    EXPECT_EQ(s_.WaitForJob(job.id(), 60).steps_done(), 20000);
+  }
+}
+
 // A watcher that arrives late (the web console polls) first gets the trace
 // recorded so far, then the live points, without duplicates.
 TEST_F(SmallDatasetTest, WatchReplaysTheTraceSoFarThenGoesLive) {

@@ -115,6 +115,29 @@ TEST(LedgerMarkTest, ConcurrentAdvancesKeepTheMaximum) {
   EXPECT_EQ(mark.current(), 100);
 }
 
+// Group commit: a thread whose seq another thread's write covered returns
+// without writing, but never before the file records its seq.
+TEST(LedgerMarkTest, AnAdvanceReturnsOnlyOnceTheFileCoversIt) {
+  TempDir dir;
+  const std::string path = dir.File("m");
+  LedgerMark mark(path, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&mark, &path, t] {
+      for (int i = 1; i <= 20; ++i) {
+        const int64_t seq = 6 * i - t;
+        ASSERT_OK(mark.Advance(seq));
+        absl::StatusOr<std::optional<int64_t>> v = LedgerMark::Read(path);
+        ASSERT_OK(v.status());
+        ASSERT_TRUE(v->has_value());
+        EXPECT_GE(**v, seq);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(mark.current(), 120);
+}
+
 TEST(DatabaseMarkTest, CreatedCaughtUpAndRefusedWhenBehind) {
   TempDir dir;
   const std::string db_path = dir.File("d.db");

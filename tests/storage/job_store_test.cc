@@ -317,6 +317,62 @@ TEST_F(JobStoreTest, RecordProgressIsAllOrNothing) {
   EXPECT_EQ(*DatabaseTestPeer::QueryInt(*db_, "PRAGMA synchronous"), 2);
 }
 
+TEST_F(JobStoreTest, MarkRunningStartsOnlyQueuedJobs) {
+  ASSERT_OK(db_->jobs().Create(NewJob("m")));
+  ASSERT_OK(db_->jobs().MarkRunning("m"));
+  ASSERT_OK_AND_ASSIGN(JobRecord j, db_->jobs().Get("m"));
+  EXPECT_EQ(j.state, JobState::kRunning);
+  EXPECT_GT(j.started_at_micros, 0);
+  EXPECT_EQ(j.finished_at_micros, 0);
+  EXPECT_THAT(
+      db_->jobs().MarkRunning("m"),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("RUNNING")));
+  ASSERT_OK(db_->jobs().Create(NewJob("c")));
+  ASSERT_OK(db_->jobs().UpdateState("c", JobState::kCancelled));
+  EXPECT_THAT(db_->jobs().MarkRunning("c"),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(db_->jobs().MarkRunning("zzz"),
+              StatusIs(absl::StatusCode::kNotFound));
+  // Relaxed durability is scoped to its transaction.
+  EXPECT_EQ(*DatabaseTestPeer::QueryInt(*db_, "PRAGMA synchronous"), 2);
+}
+
+TEST_F(JobStoreTest, SetResultStoresTheLastTraceAndStepsWithTheResult) {
+  ASSERT_OK(db_->jobs().Create(NewJob("f")));
+  ASSERT_OK(db_->jobs().MarkRunning("f"));
+  ASSERT_OK(db_->jobs().RecordProgress("f", 1, {{1, "a"}}));
+  // A repeated step: nothing of the call is applied; the job still runs.
+  EXPECT_THAT(db_->jobs().SetResult("f", "r", "e", 10, {{5, "b"}, {1, "dup"}}),
+              StatusIs(absl::StatusCode::kAlreadyExists));
+  ASSERT_OK_AND_ASSIGN(JobRecord j, db_->jobs().Get("f"));
+  EXPECT_EQ(j.state, JobState::kRunning);
+  EXPECT_EQ(j.steps_done, 1);
+  EXPECT_EQ(j.result, "");
+  ASSERT_OK_AND_ASSIGN(auto trace, db_->jobs().ListTrace("f"));
+  EXPECT_EQ(trace.size(), 1u);
+
+  ASSERT_OK(db_->jobs().SetResult("f", "r", "e", 10, {{5, "b"}, {10, "c"}}));
+  ASSERT_OK_AND_ASSIGN(j, db_->jobs().Get("f"));
+  EXPECT_EQ(j.state, JobState::kSucceeded);
+  EXPECT_EQ(j.steps_done, 10);
+  EXPECT_EQ(j.result, "r");
+  EXPECT_EQ(j.evaluation, "e");
+  ASSERT_OK_AND_ASSIGN(trace, db_->jobs().ListTrace("f"));
+  ASSERT_EQ(trace.size(), 3u);
+  EXPECT_EQ(trace[1].step, 5);
+  EXPECT_EQ(trace[1].data, "b");
+  EXPECT_EQ(trace[2].step, 10);
+
+  // Without steps_done (negative), the recorded one stays.
+  ASSERT_OK(db_->jobs().Create(NewJob("g")));
+  ASSERT_OK(db_->jobs().MarkRunning("g"));
+  ASSERT_OK(db_->jobs().UpdateProgress("g", 3));
+  ASSERT_OK(db_->jobs().SetResult("g", "r", "e"));
+  ASSERT_OK_AND_ASSIGN(j, db_->jobs().Get("g"));
+  EXPECT_EQ(j.steps_done, 3);
+  EXPECT_EQ(j.state, JobState::kSucceeded);
+}
+
 TEST_F(JobStoreTest, FailInterruptedJobsAfterRestartKeepsCharges) {
   ASSERT_OK(db_->jobs().Create(NewJob("queued")));
   ASSERT_OK(db_->jobs().Create(NewJob("running")));

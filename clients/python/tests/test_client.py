@@ -113,6 +113,45 @@ def test_trace_table_without_pandas_is_numpy():
     assert t["public_accuracy"][0] == 0.8 and math.isnan(t["public_accuracy"][1])
 
 
+def test_a_spec_dict_parsed_again_is_a_fresh_equal_message():
+    d = dpsgd(steps=5)
+    first, again = specs.to_proto(d), specs.to_proto(d)
+    assert first == again and first is not again
+    again.label = "changed"
+    assert specs.to_proto(d).label == ""
+    d["algorithm"]["dp_sgd"]["steps"] = 6  # the dict's content decides
+    assert specs.to_proto(d).algorithm.dp_sgd.steps == 6
+    for _ in range(2):
+        with pytest.raises(ValueError, match="invalid job spec"):
+            specs.to_proto({"dataset": "adult", "no_such_field": 1})
+
+
+def test_job_fields_are_converted_from_the_latest_reply():
+    # Job converts spec, calibration, cost, evaluation and times on first
+    # use (a watch delivers several replies); each reply replaces them.
+    from dpopt.client import Job
+    from dpopt.v1 import dpopt_pb2
+    pb = specs.to_proto(dpsgd(steps=7))
+    reply = dpopt_pb2.Job(id="job-1", spec=pb, state=dpopt_pb2.JOB_STATE_RUNNING,
+                          steps_done=2, steps_total=7)
+    reply.calibration.steps = 7
+    reply.created_at.seconds = 1700000000
+    job = Job(None, reply)
+    assert job.spec == specs.to_dict(pb) and job.label == pb.label
+    assert job.calibration.steps == 7 and job.cost.epsilon == 0
+    assert job.created_at.year == 2023 and job.finished_at is None
+    assert not job.done and job.steps_done == 2
+    final = dpopt_pb2.Job()
+    final.CopyFrom(reply)
+    final.state = dpopt_pb2.JOB_STATE_SUCCEEDED
+    final.steps_done = 7
+    final.cost.epsilon = 0.25
+    final.finished_at.seconds = 1700000001
+    job._set(final)
+    assert job.done and job.steps_done == 7
+    assert job.cost.epsilon == 0.25 and job.finished_at.year == 2023
+
+
 # ------------------------------------------------------------ the server
 
 def test_datasets_and_budget(curator):

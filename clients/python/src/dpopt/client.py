@@ -13,7 +13,7 @@ from dpopt import errors, specs
 from dpopt._connection import make_channel, resolve_server, resolve_token
 from dpopt.results import (Budget, Dataset, Estimate, Grant, JobState, Ledger,
                            LedgerEntry, Principal, Result, Calibration, Cost,
-                           Evaluation)
+                           Evaluation, _time)
 from dpopt.v1 import dpopt_pb2, dpopt_pb2_grpc
 
 _CHUNK = 1 << 20
@@ -341,25 +341,57 @@ class Job:
         self._set(proto)
 
     def _set(self, p):
-        from dpopt.results import _time
+        # Called for every reply and watch event: the scalars here, the
+        # rest converted on first use (spec, calibration, cost, evaluation
+        # and the times below), so following a job costs little per event.
         self.proto = p
+        self._converted = {}
         self.id = p.id
         self.state = JobState.from_proto(p.state)
         self.message = p.message
         self.steps_done = p.steps_done
         self.steps_total = p.steps_total
         self.principal = p.principal
-        self.spec = specs.to_dict(p.spec)
         self.label = p.spec.label
-        self.calibration = Calibration.from_proto(p.calibration)
-        self.cost = Cost.from_proto(p.cost)
-        self.evaluation = Evaluation.from_proto(p.evaluation)
-        self.created_at = _time(p.created_at)
-        self.started_at = _time(p.started_at)
-        self.finished_at = _time(p.finished_at)
         self.synthetic_data = p.synthetic_data
         self.synthetic_source = p.synthetic_source
-        self.approval_expires_at = _time(p.approval_expires_at)
+
+    def _convert(self, name, convert):
+        if name not in self._converted:
+            self._converted[name] = convert(getattr(self.proto, name))
+        return self._converted[name]
+
+    @property
+    def spec(self):
+        return self._convert("spec", specs.to_dict)
+
+    @property
+    def calibration(self):
+        return self._convert("calibration", Calibration.from_proto)
+
+    @property
+    def cost(self):
+        return self._convert("cost", Cost.from_proto)
+
+    @property
+    def evaluation(self):
+        return self._convert("evaluation", Evaluation.from_proto)
+
+    @property
+    def created_at(self):
+        return self._convert("created_at", _time)
+
+    @property
+    def started_at(self):
+        return self._convert("started_at", _time)
+
+    @property
+    def finished_at(self):
+        return self._convert("finished_at", _time)
+
+    @property
+    def approval_expires_at(self):
+        return self._convert("approval_expires_at", _time)
 
     def __repr__(self):
         return (f"<dpopt.Job {self.id} {self.state.value} {self.steps_done}/{self.steps_total}"

@@ -138,10 +138,30 @@ def to_proto(job_spec=None, **fields):
             job_spec = json.load(f)
     if not isinstance(job_spec, dict):
         raise TypeError(f"unsupported job spec type {type(job_spec).__name__}")
+    # A dict submitted again (a loop of small jobs) is looked up by its
+    # JSON text instead of parsed again (parsing is most of a submit's
+    # client time); a dict that is not plain JSON is parsed every time.
     try:
-        return json_format.ParseDict(job_spec, job_spec_pb2.JobSpec())
+        key = json.dumps(job_spec, sort_keys=True)
+    except (TypeError, ValueError):
+        key = None
+    parsed = _PARSED.get(key) if key is not None else None
+    if parsed is not None:
+        return job_spec_pb2.JobSpec.FromString(parsed)
+    try:
+        pb = json_format.ParseDict(job_spec, job_spec_pb2.JobSpec())
     except json_format.ParseError as e:
         raise ValueError(f"invalid job spec: {e}") from None
+    if key is not None:
+        if len(_PARSED) >= _MAX_PARSED:
+            _PARSED.clear()
+        _PARSED[key] = pb.SerializeToString()
+    return pb
+
+
+# JSON text of a spec dict -> its serialized JobSpec (to_proto).
+_PARSED = {}
+_MAX_PARSED = 64
 
 
 def to_dict(message):
