@@ -592,6 +592,52 @@ INSTANTIATE_TEST_SUITE_P(AllLossesAndLayouts, FullDataTest,
 
 // Zero coefficients and zero rows add +-0: equal to the reference, and the
 // sum of an all-zero batch is +0 everywhere.
+// Dense rows are read in blocks of 16, their scores in groups of 8 (two per
+// SSE2 register, two columns at a time) and scattered eight entries at a
+// time: every batch length and dimension around those sizes is still the
+// per-example loop, bit for bit (one chunk), unclipped (scaled) and clipped.
+TEST(DenseBlockTest, AnyBatchLengthAndDimensionEqualsPerExampleLoop) {
+  const ModelConfig config = Config(LossKind::kLogistic);
+  for (int64_t d : {1, 2, 3, 7, 8, 9, 15, 17, 100}) {
+    ASSERT_OK_AND_ASSIGN(auto obj, Objective::Create(config, d));
+    const int64_t n = 60;
+    for (Rows kind : {Rows::kTypical, Rows::kEdgeCases}) {
+      const Dataset data =
+          EdgeCaseData(config, n, d, false, 7 + static_cast<uint32_t>(d), kind);
+      ASSERT_OK(obj->CheckDataset(data));
+      const Eigen::VectorXd w = RandomW(d, 11);
+      std::mt19937 gen(13);
+      for (int64_t batch : {1, 2, 7, 8, 9, 15, 16, 17, 24, 33, 60}) {
+        std::vector<int64_t> rows(batch);
+        for (int64_t& r : rows) r = gen() % n;
+        for (Objective::ClipNorm norm :
+             {Objective::ClipNorm::kL2, Objective::ClipNorm::kL1}) {
+          for (double clip : {1e-3, 1e6}) {
+            Eigen::VectorXd want = Eigen::VectorXd::Zero(d);
+            ReferenceClipped(*obj, data, rows, 0, batch, w, norm, clip, want);
+            Eigen::VectorXd got = Eigen::VectorXd::Zero(d);
+            obj->AddClippedGradientSum(data, rows, w, norm, clip, got);
+            EXPECT_TRUE(BitwiseEqual(got, want))
+                << "d " << d << " batch " << batch << " clip " << clip;
+          }
+        }
+      }
+      // Every row in order (full batch), unclipped.
+      if (kind == Rows::kTypical) {
+        Eigen::VectorXd want = Eigen::VectorXd::Zero(d);
+        Eigen::VectorXd c(1);
+        for (int64_t i = 0; i < n; ++i) {
+          obj->ExampleCoefficients(data, i, w, c);
+          obj->AddScaledExampleGradient(data, i, c, 0.5, want);
+        }
+        Eigen::VectorXd got = Eigen::VectorXd::Zero(d);
+        obj->AddGradientSum(data, w, 0.5, got);
+        EXPECT_TRUE(BitwiseEqual(got, want)) << "d " << d;
+      }
+    }
+  }
+}
+
 TEST(KernelEdgeTest, EmptyBatchAndZeroRows) {
   ASSERT_OK_AND_ASSIGN(auto obj,
                        Objective::Create(Config(LossKind::kHinge), 3));
