@@ -701,6 +701,45 @@ TEST(RowNormCacheTest, EqualsDirectNorms) {
 
 // The oracle's releases (noise off) are bitwise the same for any thread
 // count: DP-GD on sparse and dense data, and the exact gradient.
+// The oracle plans a query's event and noise once and reuses them while the
+// query stays the same: every release is still charged, before the data is
+// read, with the event of the query it makes (a different query is planned
+// anew, and a refused charge leaves the output untouched).
+TEST(OracleChargeTest, EveryReleaseIsChargedWithItsOwnQuerysEvent) {
+  const ModelConfig config = Config(LossKind::kLogistic);
+  const int64_t n = 200, d = 10;
+  ASSERT_OK_AND_ASSIGN(auto obj, Objective::Create(config, d));
+  const Dataset data = EdgeCaseData(config, n, d, false, 31, Rows::kTypical);
+  const GaussianGradientQuery a{0.1, 0.5, 1.0};
+  const GaussianGradientQuery b{0.1, 0.5, 2.0};
+  ASSERT_OK_AND_ASSIGN(privacy::DpEvent ea, GaussianGradientEvent(a, d));
+  ASSERT_OK_AND_ASSIGN(privacy::DpEvent eb, GaussianGradientEvent(b, d));
+  PlannedReleases budget;
+  budget.Allow(ea, 2);
+  budget.Allow(eb, 1);
+  noise::testing::SeededRandomForTesting rng(3);
+  testing::NoNoiseForTesting no_noise;
+  ASSERT_OK_AND_ASSIGN(auto oracle, PrivateGradientOracle::Create(
+                                        data, *obj, n, rng, no_noise, budget));
+  const Eigen::VectorXd w = RandomW(d, 5);
+  Eigen::VectorXd g;
+  ASSERT_OK(oracle->GaussianGradient(a, w, &g));
+  ASSERT_OK(oracle->GaussianGradient(b, w, &g));
+  ASSERT_OK(oracle->GaussianGradient(a, w, &g));
+  const Eigen::VectorXd last = g;
+  EXPECT_THAT(oracle->GaussianGradient(a, w, &g),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(oracle->GaussianGradient(b, w, &g),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_TRUE(BitwiseEqual(g, last));
+  EXPECT_TRUE(
+      budget.Spent() ==
+      privacy::DpEvent::Composed({privacy::DpEvent::SelfComposed(2, ea), eb}));
+  // An invalid query is refused whatever was planned before.
+  EXPECT_THAT(oracle->GaussianGradient({0.1, 0.5, 0.0}, w, &g),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST(OracleThreadsTest, FullBatchReleasesIndependentOfThreads) {
   for (bool sparse : {false, true}) {
     const ModelConfig config = Config(LossKind::kLogistic);
