@@ -692,7 +692,7 @@ absl::StatusOr<Dataset> DatasetStore::Load(absl::string_view name) {
     }
     Eigen::VectorXd labels(n);
     SparseRows sparse;
-    Eigen::MatrixXd dense;
+    DenseRows dense;
     if (rec.sparse) {
       sparse.resize(n, d);
       sparse.resizeNonZeros(rec.nonzeros);
@@ -774,7 +774,7 @@ absl::StatusOr<Dataset> DatasetStore::Load(absl::string_view name) {
           UnpackVector(vals, &buf);
           v = buf.data();
         }
-        // Blocks are row-major; Eigen::MatrixXd is column-major.
+        // Blocks are row-major, as Dataset keeps dense rows: one copy.
         dense.middleRows(first, rows) =
             Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic,
                                            Eigen::Dynamic, Eigen::RowMajor>>(
@@ -787,11 +787,11 @@ absl::StatusOr<Dataset> DatasetStore::Load(absl::string_view name) {
       return Corrupt(rec.name, "missing blocks");
     }
     RETURN_IF_ERROR(txn.Commit());
-    Dataset data = rec.sparse
-                       ? Dataset::Sparse(std::move(sparse), std::move(labels),
-                                         rec.label_kind, rec.num_classes)
-                       : Dataset::Dense(std::move(dense), std::move(labels),
-                                        rec.label_kind, rec.num_classes);
+    Dataset data =
+        rec.sparse ? Dataset::Sparse(std::move(sparse), std::move(labels),
+                                     rec.label_kind, rec.num_classes)
+                   : Dataset::DenseRowMajor(std::move(dense), std::move(labels),
+                                            rec.label_kind, rec.num_classes);
     absl::Status valid = data.Validate();
     if (!valid.ok()) return Corrupt(rec.name, valid.message());
     return data;

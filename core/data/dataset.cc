@@ -8,8 +8,13 @@
 
 namespace dpopt {
 
-Dataset Dataset::Dense(Eigen::MatrixXd x, Eigen::VectorXd y, LabelKind kind,
-                       int num_classes) {
+Dataset Dataset::Dense(const Eigen::MatrixXd& x, Eigen::VectorXd y,
+                       LabelKind kind, int num_classes) {
+  return DenseRowMajor(DenseRows(x), std::move(y), kind, num_classes);
+}
+
+Dataset Dataset::DenseRowMajor(DenseRows x, Eigen::VectorXd y, LabelKind kind,
+                               int num_classes) {
   Dataset d;
   d.dimension_ = x.cols();
   d.sparse_ = false;
@@ -52,26 +57,33 @@ void Dataset::ComputeRowNorms() {
     }
     return;
   }
-  // Column by column (the storage is column-major): each row's sums still
-  // add x_i0, x_i1, ... in order from +0, as the row-wise loops would.
+  // Row by row, each sum adding x_i0, x_i1, ... in order from +0.
   const int64_t n = dense_.rows();
-  row_norms_l2_ = Eigen::VectorXd::Zero(n);
-  row_norms_l1_ = Eigen::VectorXd::Zero(n);
-  for (int64_t j = 0; j < dense_.cols(); ++j) {
-    const double* col = dense_.col(j).data();
-    for (int64_t i = 0; i < n; ++i) {
-      row_norms_l2_[i] += col[i] * col[i];
-      row_norms_l1_[i] += std::abs(col[i]);
+  const int64_t d = dimension_;
+  row_norms_l2_.resize(n);
+  row_norms_l1_.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double* x = dense_row(i);
+    double q = 0.0;
+    double a = 0.0;
+    for (int64_t j = 0; j < d; ++j) {
+      q += x[j] * x[j];
+      a += std::abs(x[j]);
     }
+    row_norms_l2_[i] = std::sqrt(q);
+    row_norms_l1_[i] = a;
   }
-  row_norms_l2_ = row_norms_l2_.cwiseSqrt();
 }
 
 double Dataset::RowDot(int64_t i,
                        const Eigen::Ref<const Eigen::VectorXd>& w) const {
   double s = 0.0;
   if (!sparse_) {
-    s = dense_.row(i).dot(w);
+    // x_i0 w_0 + x_i1 w_1 + ... in order (Eigen's dot would vectorize the
+    // contiguous row and add in another order).
+    const double* x = dense_row(i);
+    if (dimension_ > 0) s = x[0] * w[0];
+    for (int64_t j = 1; j < dimension_; ++j) s += x[j] * w[j];
   } else {
     for (SparseRows::InnerIterator it(sparse_rows_, i); it; ++it) {
       s += it.value() * w[it.index()];
@@ -138,7 +150,8 @@ Dataset::RowScaleInfo Dataset::RowScale(int64_t i) const {
 void Dataset::AddScaledRow(int64_t i, double scale,
                            Eigen::Ref<Eigen::VectorXd> out) const {
   if (!sparse_) {
-    out.noalias() += scale * dense_.row(i).transpose();
+    const double* x = dense_row(i);
+    for (int64_t j = 0; j < dimension_; ++j) out[j] += scale * x[j];
     return;
   }
   for (SparseRows::InnerIterator it(sparse_rows_, i); it; ++it) {
@@ -147,8 +160,14 @@ void Dataset::AddScaledRow(int64_t i, double scale,
 }
 
 double Dataset::RowNorm(int64_t i) const {
-  if (!sparse_) return dense_.row(i).norm();
   double s = 0.0;
+  if (!sparse_) {
+    // In order from x_i0^2 (Eigen's norm would vectorize the row).
+    const double* x = dense_row(i);
+    if (dimension_ > 0) s = x[0] * x[0];
+    for (int64_t j = 1; j < dimension_; ++j) s += x[j] * x[j];
+    return std::sqrt(s);
+  }
   for (SparseRows::InnerIterator it(sparse_rows_, i); it; ++it) {
     s += it.value() * it.value();
   }

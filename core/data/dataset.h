@@ -4,6 +4,7 @@
 #ifndef DPOPT_CORE_DATA_DATASET_H_
 #define DPOPT_CORE_DATA_DATASET_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -20,12 +21,27 @@ enum class LabelKind {
 };
 
 using SparseRows = Eigen::SparseMatrix<double, Eigen::RowMajor, int64_t>;
+// Dense rows, stored row by row: x_i is the d contiguous values at
+// data() + i * d. Both ways the kernels read a dataset are then contiguous:
+// a sampled row (DP-SGD) is one run of 8d bytes instead of d values one
+// column apart, and a full pass (DP-GD, evaluation) is one forward stream.
+using DenseRows =
+    Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+// A column-major view of DenseRows (no copy): (i, j) is x_ij. Its columns
+// are strided; code that works column by column should copy it into an
+// Eigen::MatrixXd (binding it to `const Eigen::MatrixXd&` does).
+using DenseView = Eigen::Map<const Eigen::MatrixXd, Eigen::Unaligned,
+                             Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>>;
 
 class Dataset {
  public:
   Dataset() = default;
-  static Dataset Dense(Eigen::MatrixXd x, Eigen::VectorXd y, LabelKind kind,
-                       int num_classes = 2);
+  // Copies x into row-major storage (the copy and x coexist until it
+  // returns); DenseRowMajor takes the rows without a copy.
+  static Dataset Dense(const Eigen::MatrixXd& x, Eigen::VectorXd y,
+                       LabelKind kind, int num_classes = 2);
+  static Dataset DenseRowMajor(DenseRows x, Eigen::VectorXd y, LabelKind kind,
+                               int num_classes = 2);
   static Dataset Sparse(SparseRows x, Eigen::VectorXd y, LabelKind kind,
                         int num_classes = 2);
 
@@ -36,7 +52,18 @@ class Dataset {
   int num_classes() const { return num_classes_; }
   const Eigen::VectorXd& labels() const { return labels_; }
   double label(int64_t i) const { return labels_[i]; }
-  const Eigen::MatrixXd& dense() const { return dense_; }
+  // The dense rows as stored (row-major); what the kernels read.
+  const DenseRows& dense_rows() const { return dense_; }
+  // x_i: dimension() contiguous values. REQUIRES: !is_sparse().
+  const double* dense_row(int64_t i) const {
+    return dense_.data() + i * dimension_;
+  }
+  // The same values as a column-major matrix view, without a copy.
+  DenseView dense() const {
+    return DenseView(dense_.data(), dense_.rows(), dense_.cols(),
+                     Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>(
+                         1, std::max<Eigen::Index>(dense_.cols(), 1)));
+  }
   const SparseRows& sparse() const { return sparse_rows_; }
 
   // <x_i, w>. REQUIRES: w.size() == dimension(), w finite.
@@ -81,7 +108,7 @@ class Dataset {
   bool sparse_ = false;
   LabelKind label_kind_ = LabelKind::kBinary;
   int num_classes_ = 2;
-  Eigen::MatrixXd dense_;
+  DenseRows dense_;
   SparseRows sparse_rows_;
   Eigen::VectorXd labels_;
   Eigen::VectorXd row_norms_l2_;

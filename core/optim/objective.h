@@ -89,9 +89,9 @@ class Objective {
   // Both compute the same sums as the per-example calls above, row by row in
   // the listed order, but gather the scores and norms of a block of rows
   // first (sparse rows straight from the CSR arrays, the next rows
-  // prefetched; runs of consecutive dense rows column by column, as the
-  // storage is column-major), then the coefficients with the loss
-  // dispatched once per block (softmax: per example), then scatter. Sparse
+  // prefetched; dense rows, stored row-major, in blocks of 16 with the next
+  // block prefetched, eight dots side by side), then the coefficients with the
+  // loss dispatched once per block (softmax: per example), then scatter. Sparse
   // rows stay sparse and nothing is allocated per row.
   //
   // Timing: the work is proportional to the entries of the listed rows

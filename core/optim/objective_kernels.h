@@ -27,17 +27,19 @@ struct Objective::Kernels {
     kClipL1,  // clip_C in the L1 norm
   };
   static constexpr int kMaxBlock = 256;
-  // Rows per block. Sparse blocks stay in L1 between gather and scatter;
-  // contiguous dense blocks are swept column by column, 2 KB per column;
-  // scattered dense rows go in small blocks (each row touches d lines).
+  // Rows per block. Sparse blocks stay in L1 between gather and scatter.
+  // Dense rows are stored row-major (Dataset::DenseRows): a block of
+  // kDenseBlock rows (12.8 KB at d = 100) stays in L1 between its scores
+  // and its scatter, and the rows of the next block are prefetched.
   static constexpr int kSparseBlock = 64;
   static constexpr int64_t kSparseBlockEntries = 2048;
-  static constexpr int kDenseBlock = 256;
-  static constexpr int kDenseRowBlock = 4;
+  static constexpr int kDenseBlock = 16;
+  // Rows whose scores are computed together (independent sums, two per
+  // SSE2 register).
+  static constexpr int kDenseGroup = 8;
   // Sparse rows prefetched ahead (their row pointers twice as far). On a9a
   // with 325 random rows, 2, 4 and 8 did equally well within this VM's noise,
-  // 16 worse; none was 2.5x slower. Dense rows need none: the loads of a
-  // strided row are independent and already overlap.
+  // 16 worse; none was 2.5x slower.
   static constexpr int kSparseAhead = 4;
 
   // ||x_i|| in the clipping norm (computed once per dataset, see
@@ -95,18 +97,18 @@ struct Objective::Kernels {
   // Scores <w, x_i> (bitwise Dataset::RowDot) and norms of a block of rows.
   struct Block {
     int n = 0;
-    bool contiguous = false;  // dense, and row[k] == row[0] + k
     int64_t row[kMaxBlock];
+    const double* x[kMaxBlock];  // dense: Dataset::dense_row(row[k])
     double score[kMaxBlock];
     double norm[kMaxBlock];  // kNorm 1: L2, 2: L1 (RowNormFor), 0: unset
   };
 
   // Calls consume(block) for consecutive blocks of the rows row_at(pos),
   // pos in [begin, end). Sparse rows: one pass over the CSR entries with the
-  // rows kSparseAhead ahead prefetched. Dense rows: a contiguous block is
-  // swept column by column (the storage is column-major), which adds the
-  // same products in the same order as the row-wise dot (x_i0 w_0 first);
-  // other blocks row by row. Scores start from +0, so they equal
+  // rows kSparseAhead ahead prefetched. Dense rows (row-major): blocks of
+  // kDenseBlock rows, the next block's rows prefetched, scores by
+  // DenseScores (each the row-wise dot, x_i0 w_0 first). Scores start from
+  // +0, so they equal
   // Dataset::RowDot bit for bit (up to the sign of a zero); norms are read
   // from the dataset's cache.
   template <bool kSparse, int kNorm, typename RowAt, typename Consume>
@@ -162,55 +164,134 @@ struct Objective::Kernels {
           entries += e - b;
         }
         blk.n = n;
-        blk.contiguous = false;
         finish();
       }
     } else {
-      const Eigen::MatrixXd& dense = data.dense();
-      const int64_t ld = dense.outerStride();
-      int64_t ids[kDenseBlock];
+      const double* base = data.dense_rows().data();
+      // Rows of the next block: prefetched while this one is computed
+      // (random rows of a large dataset are a cache miss each; in a full
+      // pass the hardware streams them anyway).
+      auto prefetch_block = [&](int64_t b) {
+        const int64_t e = std::min<int64_t>(end, b + kDenseBlock);
+        for (int64_t pos = b; pos < e; ++pos) {
+          const int64_t i = row_at(pos);
+          const double* x = base + i * d;
+          for (int64_t j = 0; j < d; j += 8) __builtin_prefetch(x + j);
+          if (d > 0) __builtin_prefetch(x + d - 1);
+          __builtin_prefetch(labels + i);
+          if constexpr (kNorm != 0) __builtin_prefetch(norms + i);
+        }
+      };
       for (int64_t b0 = begin; b0 < end; b0 += kDenseBlock) {
         const int n =
             static_cast<int>(std::min<int64_t>(kDenseBlock, end - b0));
-        bool contiguous = true;
+        if (b0 + kDenseBlock < end) prefetch_block(b0 + kDenseBlock);
+        blk.n = n;
         for (int k = 0; k < n; ++k) {
-          ids[k] = row_at(b0 + k);
-          contiguous = contiguous && ids[k] == ids[0] + k;
+          const int64_t i = row_at(b0 + k);
+          blk.row[k] = i;
+          blk.x[k] = base + i * d;
+          if constexpr (kNorm != 0) blk.norm[k] = norms[i];
         }
-        if (contiguous) {
-          blk.n = n;
-          blk.contiguous = true;
-          for (int k = 0; k < n; ++k) {
-            blk.row[k] = ids[k];
-            blk.score[k] = 0.0;
-            if constexpr (kNorm != 0) blk.norm[k] = norms[ids[k]];
-          }
-          for (int64_t j = 0; j < d; ++j) {
-            const double* col = &dense(blk.row[0], j);
-            const double wj = wp[j];
-            for (int k = 0; k < n; ++k) blk.score[k] += col[k] * wj;
-          }
-          finish();
-          continue;
-        }
-        // Scattered rows: small blocks, row by row, one strided pass each
-        // (the same sequential sum as Eigen's dot of a row: the tests check
-        // it), so the rows are still cached when they are scattered.
-        for (int k0 = 0; k0 < n; k0 += kDenseRowBlock) {
-          blk.n = std::min(kDenseRowBlock, n - k0);
-          blk.contiguous = false;
-          for (int k = 0; k < blk.n; ++k) {
-            const int64_t i = ids[k0 + k];
-            const double* x = &dense(i, 0);
-            double s = 0.0;
-            for (int64_t j = 0; j < d; ++j) s += x[j * ld] * wp[j];
-            blk.row[k] = i;
-            blk.score[k] = s;
-            if constexpr (kNorm != 0) blk.norm[k] = norms[i];
-          }
-          finish();
-        }
+        DenseScores(blk.x, n, wp, d, blk.score);
+        finish();
       }
+    }
+  }
+
+  // score[k] = x_k0 w_0 + x_k1 w_1 + ... from +0, in that order, for the
+  // rows x[0..n-1] (each d contiguous values): the order of Dataset::RowDot,
+  // so equal to it bit for bit (up to the sign of a zero). The sums of
+  // kDenseGroup rows run side by side (SSE2: two rows per register), which
+  // changes no sum's order.
+  static void DenseScores(const double* const* x, int n, const double* w,
+                          int64_t d, double* score) {
+    int k0 = 0;
+#if defined(__SSE2__)
+    for (; k0 + kDenseGroup <= n; k0 += kDenseGroup) {
+      DenseScoresGroupSse2(x + k0, w, d, score + k0);
+    }
+#endif
+    for (; k0 < n; ++k0) {
+      const double* xr = x[k0];
+      double s = 0.0;
+      for (int64_t j = 0; j < d; ++j) s += xr[j] * w[j];
+      score[k0] = s;
+    }
+  }
+
+#if defined(__SSE2__)
+  // kDenseGroup rows: register p holds the sums of rows 2p and 2p + 1.
+  // Two columns at a time: each row's pair of values is loaded once and
+  // split across the two registers' lanes (unpacklo / unpackhi).
+  ABSL_ATTRIBUTE_ALWAYS_INLINE static inline void DenseScoresGroupSse2(
+      const double* const* x, const double* w, int64_t d, double* score) {
+    static_assert(kDenseGroup == 8);
+    const double* x0 = x[0];
+    const double* x1 = x[1];
+    const double* x2 = x[2];
+    const double* x3 = x[3];
+    const double* x4 = x[4];
+    const double* x5 = x[5];
+    const double* x6 = x[6];
+    const double* x7 = x[7];
+    __m128d s0 = _mm_setzero_pd();
+    __m128d s1 = _mm_setzero_pd();
+    __m128d s2 = _mm_setzero_pd();
+    __m128d s3 = _mm_setzero_pd();
+    int64_t j = 0;
+    for (; j + 2 <= d; j += 2) {
+      const __m128d wa = _mm_set1_pd(w[j]);
+      const __m128d wb = _mm_set1_pd(w[j + 1]);
+      auto step = [&](__m128d& s, const double* xa, const double* xb) {
+        const __m128d va = _mm_loadu_pd(xa + j);
+        const __m128d vb = _mm_loadu_pd(xb + j);
+        s = _mm_add_pd(s, _mm_mul_pd(_mm_unpacklo_pd(va, vb), wa));
+        s = _mm_add_pd(s, _mm_mul_pd(_mm_unpackhi_pd(va, vb), wb));
+      };
+      step(s0, x0, x1);
+      step(s1, x2, x3);
+      step(s2, x4, x5);
+      step(s3, x6, x7);
+    }
+    if (j < d) {
+      const __m128d wa = _mm_set1_pd(w[j]);
+      auto step = [&](__m128d& s, const double* xa, const double* xb) {
+        s = _mm_add_pd(s, _mm_mul_pd(_mm_set_pd(xb[j], xa[j]), wa));
+      };
+      step(s0, x0, x1);
+      step(s1, x2, x3);
+      step(s2, x4, x5);
+      step(s3, x6, x7);
+    }
+    _mm_storeu_pd(score, s0);
+    _mm_storeu_pd(score + 2, s1);
+    _mm_storeu_pd(score + 4, s2);
+    _mm_storeu_pd(score + 6, s3);
+  }
+#endif
+
+  // out_j += a[0] x[0]_j + a[1] x[1]_j + ... for each j, rows in order
+  // (the order of adding the rows one by one), eight entries of `out` kept
+  // in registers across the rows.
+  static void ScatterDenseRows(const double* const* x, const double* a, int n,
+                               int64_t d, double* out) {
+    constexpr int64_t kLanes = 8;
+    int64_t j0 = 0;
+    for (; j0 + kLanes <= d; j0 += kLanes) {
+      double acc[kLanes];
+      for (int64_t t = 0; t < kLanes; ++t) acc[t] = out[j0 + t];
+      for (int k = 0; k < n; ++k) {
+        const double* xr = x[k] + j0;
+        const double ak = a[k];
+        for (int64_t t = 0; t < kLanes; ++t) acc[t] += ak * xr[t];
+      }
+      for (int64_t t = 0; t < kLanes; ++t) out[j0 + t] = acc[t];
+    }
+    for (; j0 < d; ++j0) {
+      double acc = out[j0];
+      for (int k = 0; k < n; ++k) acc += a[k] * x[k][j0];
+      out[j0] = acc;
     }
   }
 
@@ -239,7 +320,6 @@ struct Objective::Kernels {
     double* op = out.data();
     Csr csr;
     if constexpr (kSparse) csr = Csr(data.sparse());
-    const Eigen::MatrixXd& dense = data.dense();
     const int64_t d = data.dimension();
     double coef[kMaxBlock];
     double a[kMaxBlock];
@@ -263,14 +343,8 @@ struct Objective::Kernels {
                 internal::ClipCoefficients(coef, blk.norm, n, param, a, slow);
           }
           if constexpr (!kSparse) {
-            if (blk.contiguous && !any_slow) {
-              // Column sweep: out_j += a_k x_kj for k in order, as row by row.
-              for (int64_t j = 0; j < d; ++j) {
-                const double* col = &dense(blk.row[0], j);
-                double acc = op[j];
-                for (int k = 0; k < n; ++k) acc += a[k] * col[k];
-                op[j] = acc;
-              }
+            if (!any_slow) {
+              ScatterDenseRows(blk.x, a, n, d, op);
               return;
             }
           }
@@ -301,7 +375,8 @@ struct Objective::Kernels {
                 op[csr.inner[t]] += ak * csr.value[t];
               }
             } else {
-              out.noalias() += ak * dense.row(i).transpose();
+              const double* xr = blk.x[k];
+              for (int64_t j = 0; j < d; ++j) op[j] += ak * xr[j];
             }
           }
         });

@@ -14,7 +14,11 @@
 namespace dpopt::optim {
 namespace {
 
-std::atomic<int> g_threads{ParallelOptions::DefaultThreads()};
+// The thread count SetParallelOptions stored; 0 = not set (the default).
+// Constant-initialized: a dynamic initializer (DefaultThreads()) ran after
+// static initializers of other files that had already set it (dpopt_bench's
+// DPOPT_BENCH_THREADS), and silently reset it.
+std::atomic<int> g_threads{0};
 
 // Partial vectors alive at once in ChunkedVectorSum (beyond the threads'
 // own): 32 MB.
@@ -126,7 +130,8 @@ absl::Status SetParallelOptions(const ParallelOptions& options) {
 
 ParallelOptions GetParallelOptions() {
   ParallelOptions o;  // DefaultThreads() is cached: no system call here
-  o.threads = g_threads.load(std::memory_order_relaxed);
+  const int threads = g_threads.load(std::memory_order_relaxed);
+  if (threads > 0) o.threads = threads;
   return o;
 }
 

@@ -151,21 +151,36 @@ void PrivateGradientOracle::ClippedSum(
   }
 }
 
-absl::Status PrivateGradientOracle::GaussianGradient(
-    const GaussianGradientQuery& query,
-    const Eigen::Ref<const Eigen::VectorXd>& w, Eigen::VectorXd* g) {
-  if (w.size() != objective_.parameter_size()) {
-    return absl::InvalidArgumentError("iterate has the wrong size");
+absl::StatusOr<const PrivateGradientOracle::GaussianRelease*>
+PrivateGradientOracle::GaussianReleaseFor(const GaussianGradientQuery& query) {
+  // Exact comparison: a query that differs in any bit is planned anew.
+  if (gaussian_ != nullptr &&
+      gaussian_->query.sampling_rate == query.sampling_rate &&
+      gaussian_->query.clip_norm == query.clip_norm &&
+      gaussian_->query.noise_multiplier == query.noise_multiplier) {
+    return gaussian_.get();
   }
   const int64_t p = objective_.parameter_size();
   ASSIGN_OR_RETURN(privacy::DpEvent event, GaussianGradientEvent(query, p));
   ASSIGN_OR_RETURN(
       noise::GaussianPlan plan,
       noise::PlanGaussian(query.clip_norm, query.noise_multiplier, p));
-  RETURN_IF_ERROR(budget_.Charge(event));  // before any data access
+  gaussian_ = std::make_unique<GaussianRelease>(
+      GaussianRelease{query, std::move(event), plan});
+  return gaussian_.get();
+}
+
+absl::Status PrivateGradientOracle::GaussianGradient(
+    const GaussianGradientQuery& query,
+    const Eigen::Ref<const Eigen::VectorXd>& w, Eigen::VectorXd* g) {
+  if (w.size() != objective_.parameter_size()) {
+    return absl::InvalidArgumentError("iterate has the wrong size");
+  }
+  ASSIGN_OR_RETURN(const GaussianRelease* release, GaussianReleaseFor(query));
+  RETURN_IF_ERROR(budget_.Charge(release->event));  // before any data access
   RETURN_IF_ERROR(Sample(query.sampling_rate));
   ClippedSum(Norm::kL2, query.clip_norm, w);
-  RETURN_IF_ERROR(noise_.AddGaussian(plan, rng_, sum_));
+  RETURN_IF_ERROR(noise_.AddGaussian(release->plan, rng_, sum_));
   RETURN_IF_ERROR(rng_.status());
   // Normalise by the public expected batch size q * n (post-processing).
   *g = sum_ / (query.sampling_rate * static_cast<double>(public_rows_));

@@ -153,6 +153,19 @@ class PrivateGradientOracle {
   std::unique_ptr<PoissonSampler> sampler_;  // for the last rate used
   double sampler_rate_ = 0;
   Eigen::VectorXd sum_;
+  // The event and plan of the last Gaussian query: a fixed-schedule run
+  // asks the same query every step, and both are functions of the query
+  // and the parameter size alone, so they are built once, not per step.
+  struct GaussianRelease {
+    GaussianGradientQuery query;
+    privacy::DpEvent event;
+    noise::GaussianPlan plan;
+  };
+  std::unique_ptr<GaussianRelease> gaussian_;
+  // Returns the event and plan of `query` (validated), from gaussian_ when
+  // the query is the last one.
+  absl::StatusOr<const GaussianRelease*> GaussianReleaseFor(
+      const GaussianGradientQuery& query);
 };
 
 }  // namespace dpopt::optim

@@ -39,6 +39,8 @@
 #include "core/noise/subsampling.h"
 #include "core/noise/testing/seeded_random.h"
 #include "core/noise/vector_mechanisms.h"
+#include "core/optim/algorithm.h"
+#include "core/optim/dp_sgd.h"
 #include "core/optim/objective.h"
 #include "core/optim/parallel.h"
 #include "core/optim/private_oracle.h"
@@ -483,7 +485,69 @@ void BM_ExactGradientStep(benchmark::State& state) {
     w -= 0.1 * g;
   }
 }
-BENCHMARK(BM_ExactGradientStep)->Arg(0)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ExactGradientStep)
+    ->Arg(0)
+    ->Arg(1'000'000)
+    ->Unit(benchmark::kMicrosecond);
+
+// Whole DP-SGD runs as a job runs them (NewDpSgd: calibrate, then Run
+// through the solve loop with the secure generator and a callback that
+// asks to stop never), 1000 steps per iteration; reported per step, so the
+// per-step cost of the loop (budget, event, trace callback, update) shows
+// next to BM_DpSgdStep's oracle call. The callback does what a trace
+// recorder does at the least: reads the iterate's norm. Args: dataset,
+// expected batch.
+class NormReadingCallback final : public optim::IterationCallback {
+ public:
+  double sink = 0;
+
+ private:
+  bool OnIteration(const optim::IterationSummary& s) override {
+    sink += s.iterate.norm();
+    return true;
+  }
+};
+
+void BM_DpSgdRun(benchmark::State& state) {
+  const Dataset* data = DataFor(state.range(0));
+  if (data == nullptr) return state.SkipWithError("dataset unavailable");
+  constexpr int64_t kSteps = 1000;
+  optim::DpSgdOptions options;
+  options.sampling_rate =
+      static_cast<double>(state.range(1)) / static_cast<double>(data->rows());
+  options.steps = kSteps;
+  options.clip_norm = 1.0;
+  options.learning_rate = 0.1;
+  options.model.loss = optim::LossKind::kLogistic;
+  options.model.l2 = 1e-4;
+  auto algorithm = optim::NewDpSgd(options);
+  if (!algorithm.ok()) return state.SkipWithError("options");
+  optim::PublicDatasetInfo info;
+  info.rows = data->rows();
+  info.dimension = data->dimension();
+  optim::PrivacyTarget target;
+  target.epsilon = 1.0;
+  target.delta = 1e-6;
+  auto calibration = (*algorithm)->Calibrate(info, target);
+  if (!calibration.ok()) return state.SkipWithError("calibration");
+  auto rng = Secure();
+  NormReadingCallback callback;
+  optim::SolveContext context(rng.get(), &callback);
+  state.SetLabel(DataLabel(state.range(0)) + " DP-SGD, per step");
+  for (auto _ : state) {
+    auto result = (*algorithm)->Run(*data, *calibration, context);
+    if (!result.ok() || result->steps_done != kSteps) std::abort();
+  }
+  benchmark::DoNotOptimize(callback.sink);
+  state.SetItemsProcessed(state.iterations() * kSteps);
+  state.counters["step_us"] = benchmark::Counter(
+      static_cast<double>(state.iterations() * kSteps) * 1e-6,
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_DpSgdRun)
+    ->Args({0, 325})
+    ->Args({1'000'000, 1000})
+    ->Unit(benchmark::kMillisecond);
 
 // ------------------------------------------------------------------ floors
 // What this machine can do at best for the work of a step, measured in the
@@ -544,6 +608,47 @@ BENCHMARK(BM_FloorGather)
     ->Args({10'000, 1000})
     ->Args({1'000'000, 1000})
     ->Unit(benchmark::kMicrosecond);
+
+// The arithmetic floor of a DP-SGD step's gradient on a9a: the work of
+// `batch` rows of its CSR arrays (one sorted batch, as Poisson sampling
+// lists them, read again every iteration, so it stays in the L2 cache and
+// only the arithmetic is timed), each read twice (the margin, then the
+// clipped gradient's multiply-adds into the sum), one exp per row, in plain
+// loops. The rest of a step's unavoidable work is the secure sampling
+// (BM_PoissonSample/32561/325) and the exact noise
+// (BM_AddGaussianNoise/123). Arg: batch.
+void BM_FloorSparseGather(benchmark::State& state) {
+  const Dataset* d = A9a();
+  if (d == nullptr) return state.SkipWithError("dataset unavailable");
+  const int64_t batch = state.range(0);
+  const GradientBatches batches(*d, batch);
+  const std::vector<int64_t>& rows = batches.rows[0];
+  const SparseRows& x = d->sparse();
+  const int64_t* outer = x.outerIndexPtr();
+  const int64_t* inner = x.innerIndexPtr();
+  const double* value = x.valuePtr();
+  const double* norms = d->row_norms_l2().data();
+  std::vector<double> w(123, 0.01), sum(123);
+  for (auto _ : state) {
+    std::fill(sum.begin(), sum.end(), 0.0);
+    for (const int64_t r : rows) {
+      double s = 0;
+      for (int64_t t = outer[r]; t < outer[r + 1]; ++t) {
+        s += value[t] * w[inner[t]];
+      }
+      const double y = d->labels()[r];
+      const double c = -y / (1 + std::exp(y * s));
+      const double a = c * std::min(1.0, 1.0 / (std::abs(c) * norms[r]));
+      for (int64_t t = outer[r]; t < outer[r + 1]; ++t) {
+        sum[inner[t]] += a * value[t];
+      }
+    }
+    benchmark::DoNotOptimize(sum.data());
+  }
+  state.SetLabel(absl::StrFormat("%d rows of a9a (CSR, in cache)", batch));
+  state.SetItemsProcessed(state.iterations() * batch);
+}
+BENCHMARK(BM_FloorSparseGather)->Arg(325)->Unit(benchmark::kMicrosecond);
 
 // The streaming floor of a full-batch step: one pass summing every value of
 // the n x 100 dense dataset (as the server holds it), split into `threads`

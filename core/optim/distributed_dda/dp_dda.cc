@@ -294,10 +294,10 @@ Dataset SelectRows(const Dataset& data, const std::vector<int64_t>& rows) {
   Eigen::VectorXd y(m);
   for (int64_t k = 0; k < m; ++k) y[k] = data.label(rows[k]);
   if (!data.is_sparse()) {
-    Eigen::MatrixXd x(m, data.dimension());
-    for (int64_t k = 0; k < m; ++k) x.row(k) = data.dense().row(rows[k]);
-    return Dataset::Dense(std::move(x), std::move(y), data.label_kind(),
-                          data.num_classes());
+    DenseRows x(m, data.dimension());
+    for (int64_t k = 0; k < m; ++k) x.row(k) = data.dense_rows().row(rows[k]);
+    return Dataset::DenseRowMajor(std::move(x), std::move(y), data.label_kind(),
+                                  data.num_classes());
   }
   std::vector<Eigen::Triplet<double, int64_t>> triplets;
   for (int64_t k = 0; k < m; ++k) {

@@ -290,7 +290,7 @@ void ShardEncoder::Fill(std::string* out, size_t want) {
         const int64_t r = RowOf(k_);
         if (!data_.is_sparse()) {
           if (j_ < dim) {
-            PutF64(out, data_.dense()(r, j_));
+            PutF64(out, data_.dense_row(r)[j_]);
             ++j_;
           } else {
             ++k_;
@@ -350,15 +350,15 @@ absl::StatusOr<Dataset> DecodeShard(absl::string_view bytes) {
   const LabelKind lk = static_cast<LabelKind>(kind);
   if (!sparse) {
     if (rows > 0 && dim > kMaxVector / rows) return Corrupt("bad shard size");
-    Eigen::MatrixXd x(rows, dim);
+    DenseRows x(rows, dim);
     for (int64_t i = 0; i < rows; ++i) {
       for (int64_t j = 0; j < dim; ++j) {
         ASSIGN_OR_RETURN(x(i, j), r.F64());
       }
     }
     if (!r.done()) return Corrupt("trailing bytes in a shard");
-    return Dataset::Dense(std::move(x), std::move(y), lk,
-                          static_cast<int>(classes));
+    return Dataset::DenseRowMajor(std::move(x), std::move(y), lk,
+                                  static_cast<int>(classes));
   }
   std::vector<Eigen::Triplet<double, int64_t>> triplets;
   for (int64_t i = 0; i < rows; ++i) {

@@ -592,6 +592,52 @@ INSTANTIATE_TEST_SUITE_P(AllLossesAndLayouts, FullDataTest,
 
 // Zero coefficients and zero rows add +-0: equal to the reference, and the
 // sum of an all-zero batch is +0 everywhere.
+// Dense rows are read in blocks of 16, their scores in groups of 8 (two per
+// SSE2 register, two columns at a time) and scattered eight entries at a
+// time: every batch length and dimension around those sizes is still the
+// per-example loop, bit for bit (one chunk), unclipped (scaled) and clipped.
+TEST(DenseBlockTest, AnyBatchLengthAndDimensionEqualsPerExampleLoop) {
+  const ModelConfig config = Config(LossKind::kLogistic);
+  for (int64_t d : {1, 2, 3, 7, 8, 9, 15, 17, 100}) {
+    ASSERT_OK_AND_ASSIGN(auto obj, Objective::Create(config, d));
+    const int64_t n = 60;
+    for (Rows kind : {Rows::kTypical, Rows::kEdgeCases}) {
+      const Dataset data =
+          EdgeCaseData(config, n, d, false, 7 + static_cast<uint32_t>(d), kind);
+      ASSERT_OK(obj->CheckDataset(data));
+      const Eigen::VectorXd w = RandomW(d, 11);
+      std::mt19937 gen(13);
+      for (int64_t batch : {1, 2, 7, 8, 9, 15, 16, 17, 24, 33, 60}) {
+        std::vector<int64_t> rows(batch);
+        for (int64_t& r : rows) r = gen() % n;
+        for (Objective::ClipNorm norm :
+             {Objective::ClipNorm::kL2, Objective::ClipNorm::kL1}) {
+          for (double clip : {1e-3, 1e6}) {
+            Eigen::VectorXd want = Eigen::VectorXd::Zero(d);
+            ReferenceClipped(*obj, data, rows, 0, batch, w, norm, clip, want);
+            Eigen::VectorXd got = Eigen::VectorXd::Zero(d);
+            obj->AddClippedGradientSum(data, rows, w, norm, clip, got);
+            EXPECT_TRUE(BitwiseEqual(got, want))
+                << "d " << d << " batch " << batch << " clip " << clip;
+          }
+        }
+      }
+      // Every row in order (full batch), unclipped.
+      if (kind == Rows::kTypical) {
+        Eigen::VectorXd want = Eigen::VectorXd::Zero(d);
+        Eigen::VectorXd c(1);
+        for (int64_t i = 0; i < n; ++i) {
+          obj->ExampleCoefficients(data, i, w, c);
+          obj->AddScaledExampleGradient(data, i, c, 0.5, want);
+        }
+        Eigen::VectorXd got = Eigen::VectorXd::Zero(d);
+        obj->AddGradientSum(data, w, 0.5, got);
+        EXPECT_TRUE(BitwiseEqual(got, want)) << "d " << d;
+      }
+    }
+  }
+}
+
 TEST(KernelEdgeTest, EmptyBatchAndZeroRows) {
   ASSERT_OK_AND_ASSIGN(auto obj,
                        Objective::Create(Config(LossKind::kHinge), 3));
@@ -655,6 +701,45 @@ TEST(RowNormCacheTest, EqualsDirectNorms) {
 
 // The oracle's releases (noise off) are bitwise the same for any thread
 // count: DP-GD on sparse and dense data, and the exact gradient.
+// The oracle plans a query's event and noise once and reuses them while the
+// query stays the same: every release is still charged, before the data is
+// read, with the event of the query it makes (a different query is planned
+// anew, and a refused charge leaves the output untouched).
+TEST(OracleChargeTest, EveryReleaseIsChargedWithItsOwnQuerysEvent) {
+  const ModelConfig config = Config(LossKind::kLogistic);
+  const int64_t n = 200, d = 10;
+  ASSERT_OK_AND_ASSIGN(auto obj, Objective::Create(config, d));
+  const Dataset data = EdgeCaseData(config, n, d, false, 31, Rows::kTypical);
+  const GaussianGradientQuery a{0.1, 0.5, 1.0};
+  const GaussianGradientQuery b{0.1, 0.5, 2.0};
+  ASSERT_OK_AND_ASSIGN(privacy::DpEvent ea, GaussianGradientEvent(a, d));
+  ASSERT_OK_AND_ASSIGN(privacy::DpEvent eb, GaussianGradientEvent(b, d));
+  PlannedReleases budget;
+  budget.Allow(ea, 2);
+  budget.Allow(eb, 1);
+  noise::testing::SeededRandomForTesting rng(3);
+  testing::NoNoiseForTesting no_noise;
+  ASSERT_OK_AND_ASSIGN(auto oracle, PrivateGradientOracle::Create(
+                                        data, *obj, n, rng, no_noise, budget));
+  const Eigen::VectorXd w = RandomW(d, 5);
+  Eigen::VectorXd g;
+  ASSERT_OK(oracle->GaussianGradient(a, w, &g));
+  ASSERT_OK(oracle->GaussianGradient(b, w, &g));
+  ASSERT_OK(oracle->GaussianGradient(a, w, &g));
+  const Eigen::VectorXd last = g;
+  EXPECT_THAT(oracle->GaussianGradient(a, w, &g),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(oracle->GaussianGradient(b, w, &g),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_TRUE(BitwiseEqual(g, last));
+  EXPECT_TRUE(
+      budget.Spent() ==
+      privacy::DpEvent::Composed({privacy::DpEvent::SelfComposed(2, ea), eb}));
+  // An invalid query is refused whatever was planned before.
+  EXPECT_THAT(oracle->GaussianGradient({0.1, 0.5, 0.0}, w, &g),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST(OracleThreadsTest, FullBatchReleasesIndependentOfThreads) {
   for (bool sparse : {false, true}) {
     const ModelConfig config = Config(LossKind::kLogistic);
