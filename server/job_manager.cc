@@ -429,7 +429,7 @@ absl::StatusOr<v1::Job> JobManager::Reject(const std::string& id,
 //
 // Points are kept in memory and stored in batches, each with the job's
 // steps_done: when kTraceFlushInterval has passed since the last batch or
-// kTraceFlushBytes are pending (checked at each traced step), and the last
+// FlushBytes() are pending (checked at each traced step), and the last
 // ones in the transaction that stores the result (a small job: one write
 // for its whole trace instead of one per point). A point is published to
 // watchers only once stored, so a watcher that subscribes and then replays
@@ -458,12 +458,21 @@ class JobManager::TraceRecorder : public optim::IterationCallback {
     if (s.step % every == 0 || s.step == s.total_steps || s.step == 1) {
       steps_done_ = s.step;
       Record(s);
-      if (pending_bytes_ >= kTraceFlushBytes ||
+      if (pending_bytes_ >= FlushBytes() ||
           absl::Now() - last_flush_ >= kTraceFlushInterval) {
         Flush();
       }
     }
     return !token_.cancelled();
+  }
+
+  // kTraceFlushBytes, or a quarter of a watcher's buffer if that is less: a
+  // batch is published at once, and a watcher that keeps reading must never
+  // fall a whole buffer behind because of one batch.
+  int64_t FlushBytes() const {
+    const int64_t buffer = m_->hub_->options().max_buffered_bytes_per_watcher;
+    return buffer > 0 ? std::min(kTraceFlushBytes, buffer / 4)
+                      : kTraceFlushBytes;
   }
 
   // Stores the pending points and steps_done (relaxed durability, like

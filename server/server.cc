@@ -426,7 +426,6 @@ void DpoptServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   if (console_) console_->Stop();
-  metrics_.reset();
   if (hub_) hub_->Shutdown();
   if (grpc_server_) {
     grpc_server_->Shutdown(std::chrono::system_clock::now() +
