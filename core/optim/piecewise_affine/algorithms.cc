@@ -242,9 +242,11 @@ class PerturbSolution final : public Algorithm {
     }
     ASSIGN_OR_RETURN(noise::VectorLaplacePlan plan,
                      PerturbSolutionPlan(p, c.target.epsilon, o_.noise));
-    ASSIGN_OR_RETURN(Eigen::VectorXd x,
-                     RunPerturbSolution(p, data, plan, o_.project,
-                                        SecureOffsetNoise(), *context.rng));
+    ASSIGN_OR_RETURN(
+        Eigen::VectorXd x,
+        RunPerturbSolution(p, data, plan, o_.project, SecureOffsetNoise(),
+                           *context.rng,
+                           PerturbSolutionLpBudget(p, data.dense())));
     SolveResult r;
     r.model = DecisionModel(x);
     r.steps_done = 1;

@@ -144,16 +144,16 @@ absl::Duration PerturbSolutionLpBudget(const ProblemInfo& info,
 absl::StatusOr<Eigen::VectorXd> RunPerturbSolution(
     const ProblemInfo& info, const Dataset& data,
     const noise::VectorLaplacePlan& plan, bool project,
-    const OffsetNoise& noise, noise::RandomSource& rng) {
+    const OffsetNoise& noise, noise::RandomSource& rng,
+    absl::Duration lp_budget) {
   RETURN_IF_ERROR(CheckData(data, info));
   if (plan.dimension != info.dimension) {
     return absl::FailedPreconditionError("noise plan does not fit the problem");
   }
   // x* in the bounding box whatever happens (the sensitivity is its
   // diameter): the LP's minimiser, or the centre if the solver fails. The
-  // solve on the true offsets is padded to a public time budget.
-  const absl::Duration budget = PerturbSolutionLpBudget(info, data.dense());
-  absl::StatusOr<LpSolution> lp = common::RunPaddedTo(budget, [&] {
+  // solve on the true offsets is padded to the caller's public budget.
+  absl::StatusOr<LpSolution> lp = common::RunPaddedTo(lp_budget, [&] {
     return SolveMaxAffine(data.dense(), data.labels(), info.polytope);
   });
   Eigen::VectorXd x_star = lp.ok() ? lp->x : info.Center();

@@ -177,10 +177,14 @@ Eigen::VectorXd ProbeOffsets(int64_t m, double b_max);
 absl::Duration PerturbSolutionLpBudget(const ProblemInfo& info,
                                        const Eigen::MatrixXd& slopes);
 
+// M_S: x* (the LP on the true offsets, padded to `lp_budget`: the job passes
+// PerturbSolutionLpBudget; known-answer tests and audits of the output's
+// law pass absl::ZeroDuration(), no padding), plus noise.
 absl::StatusOr<Eigen::VectorXd> RunPerturbSolution(
     const ProblemInfo& info, const Dataset& data,
     const noise::VectorLaplacePlan& plan, bool project,
-    const OffsetNoise& noise, noise::RandomSource& rng);
+    const OffsetNoise& noise, noise::RandomSource& rng,
+    absl::Duration lp_budget);
 
 // M_E's plan, from public values only: score grid, rate (eps / (2 Delta)
 // per unit), and the sampler's fixed amount of work.

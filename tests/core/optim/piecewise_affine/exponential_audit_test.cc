@@ -398,9 +398,10 @@ TEST(PiecewiseAffineAudit, PerturbSolution) {
   auto r = Audit(
       [&](bool neighbour, noise::RandomSource& rng) -> absl::StatusOr<double> {
         const Instance& use = neighbour ? other : in;
-        ASSIGN_OR_RETURN(Eigen::VectorXd x,
-                         RunPerturbSolution(use.info, use.data, plan, false,
-                                            SecureOffsetNoise(), rng));
+        ASSIGN_OR_RETURN(
+            Eigen::VectorXd x,
+            RunPerturbSolution(use.info, use.data, plan, false,
+                               SecureOffsetNoise(), rng, absl::ZeroDuration()));
         return x[0];
       },
       42);

@@ -182,9 +182,9 @@ TEST(PiecewiseAffineNoiseOff, PerturbationsReduceToTheLp) {
   ASSERT_OK_AND_ASSIGN(
       noise::VectorLaplacePlan ms,
       PerturbSolutionPlan(in.info, 1.0, SolutionNoise::kPaper));
-  ASSERT_OK_AND_ASSIGN(
-      Eigen::VectorXd x,
-      RunPerturbSolution(in.info, in.data, ms, true, none, rng));
+  ASSERT_OK_AND_ASSIGN(Eigen::VectorXd x,
+                       RunPerturbSolution(in.info, in.data, ms, true, none, rng,
+                                          absl::ZeroDuration()));
   EXPECT_NEAR(Evaluate(in.data, in.b, x), f_opt, 1e-9);
 }
 
@@ -472,19 +472,21 @@ TEST(PiecewiseAffinePerturbSolution, TheoremSeventeen) {
       in.info.slope_norm_bound * std::pow(3.0, 1.5) * in.info.diameter / eps;
   NoNoiseForTesting none;
   SeededRandomForTesting rng(20);
-  ASSERT_OK_AND_ASSIGN(
-      Eigen::VectorXd x_star,
-      RunPerturbSolution(in.info, in.data, plan, false, none, rng));
+  ASSERT_OK_AND_ASSIGN(Eigen::VectorXd x_star,
+                       RunPerturbSolution(in.info, in.data, plan, false, none,
+                                          rng, absl::ZeroDuration()));
   double proj = 0, raw = 0, norm = 0;
   constexpr int kRuns = 2000;
   for (int run = 0; run < kRuns; ++run) {
     SeededRandomForTesting a(1000 + run), b(1000 + run);
-    ASSERT_OK_AND_ASSIGN(Eigen::VectorXd xp,
-                         RunPerturbSolution(in.info, in.data, plan, true,
-                                            SecureOffsetNoise(), a));
-    ASSERT_OK_AND_ASSIGN(Eigen::VectorXd xr,
-                         RunPerturbSolution(in.info, in.data, plan, false,
-                                            SecureOffsetNoise(), b));
+    ASSERT_OK_AND_ASSIGN(
+        Eigen::VectorXd xp,
+        RunPerturbSolution(in.info, in.data, plan, true, SecureOffsetNoise(), a,
+                           absl::ZeroDuration()));
+    ASSERT_OK_AND_ASSIGN(
+        Eigen::VectorXd xr,
+        RunPerturbSolution(in.info, in.data, plan, false, SecureOffsetNoise(),
+                           b, absl::ZeroDuration()));
     EXPECT_TRUE(in.info.polytope.Contains(xp, 1e-12));
     proj += Evaluate(in.data, in.b, xp) - f_opt;
     raw += Evaluate(in.data, in.b, xr) - f_opt;
