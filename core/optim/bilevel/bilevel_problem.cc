@@ -10,8 +10,9 @@
 namespace dpopt::optim::bilevel {
 namespace {
 
-// Dense rows as contiguous columns (the dataset stores them column-major,
-// so row access would be strided).
+// Dense rows as contiguous columns of a copy (written when the dataset was
+// stored column-major; it is row-major now, Dataset::dense_row gives the
+// same contiguous access without this copy).
 class RowCache {
  public:
   void Attach(const Dataset& data) {
