@@ -9,6 +9,8 @@
 #ifndef DPOPT_CORE_COMMON_PADDED_DURATION_H_
 #define DPOPT_CORE_COMMON_PADDED_DURATION_H_
 
+#include <algorithm>
+#include <functional>
 #include <utility>
 
 #include "absl/time/clock.h"
@@ -18,12 +20,21 @@ namespace dpopt::common {
 
 // Runs `work()` and returns its result no earlier than `budget` after the
 // call began (sleeping for the rest of the budget, without using a core).
+// `stop_requested`, if set, is asked every kPadCheckInterval of the sleep:
+// a cancelled job stops padding (its result is not released, so when it
+// stops says nothing about the data).
+inline constexpr absl::Duration kPadCheckInterval = absl::Milliseconds(50);
+
 template <typename Work>
-auto RunPaddedTo(absl::Duration budget, Work&& work) {
+auto RunPaddedTo(absl::Duration budget, Work&& work,
+                 const std::function<bool()>& stop_requested = nullptr) {
   const absl::Time deadline = absl::Now() + budget;
   auto result = std::forward<Work>(work)();
-  const absl::Duration left = deadline - absl::Now();
-  if (left > absl::ZeroDuration()) absl::SleepFor(left);
+  for (absl::Duration left = deadline - absl::Now();
+       left > absl::ZeroDuration(); left = deadline - absl::Now()) {
+    if (stop_requested && stop_requested()) break;
+    absl::SleepFor(std::min(left, kPadCheckInterval));
+  }
   return result;
 }
 

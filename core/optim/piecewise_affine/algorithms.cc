@@ -242,16 +242,16 @@ class PerturbSolution final : public Algorithm {
     }
     ASSIGN_OR_RETURN(noise::VectorLaplacePlan plan,
                      PerturbSolutionPlan(p, c.target.epsilon, o_.noise));
-    ASSIGN_OR_RETURN(
-        Eigen::VectorXd x,
-        RunPerturbSolution(p, data, plan, o_.project, SecureOffsetNoise(),
-                           *context.rng,
-                           PerturbSolutionLpBudget(p, data.dense())));
+    StepReporter reporter(context, 1);
+    ASSIGN_OR_RETURN(Eigen::VectorXd x,
+                     RunPerturbSolution(
+                         p, data, plan, o_.project, SecureOffsetNoise(),
+                         *context.rng, PerturbSolutionLpBudget(p, data.dense()),
+                         [&reporter] { return reporter.StopRequested(); }));
     SolveResult r;
     r.model = DecisionModel(x);
     r.steps_done = 1;
     r.spent = c.event;
-    StepReporter reporter(context, 1);
     r.cancelled = !reporter.Report(1, x);
     return r;
   }

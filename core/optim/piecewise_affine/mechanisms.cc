@@ -145,7 +145,7 @@ absl::StatusOr<Eigen::VectorXd> RunPerturbSolution(
     const ProblemInfo& info, const Dataset& data,
     const noise::VectorLaplacePlan& plan, bool project,
     const OffsetNoise& noise, noise::RandomSource& rng,
-    absl::Duration lp_budget) {
+    absl::Duration lp_budget, const std::function<bool()>& stop_requested) {
   RETURN_IF_ERROR(CheckData(data, info));
   if (plan.dimension != info.dimension) {
     return absl::FailedPreconditionError("noise plan does not fit the problem");
@@ -153,9 +153,12 @@ absl::StatusOr<Eigen::VectorXd> RunPerturbSolution(
   // x* in the bounding box whatever happens (the sensitivity is its
   // diameter): the LP's minimiser, or the centre if the solver fails. The
   // solve on the true offsets is padded to the caller's public budget.
-  absl::StatusOr<LpSolution> lp = common::RunPaddedTo(lp_budget, [&] {
-    return SolveMaxAffine(data.dense(), data.labels(), info.polytope);
-  });
+  absl::StatusOr<LpSolution> lp = common::RunPaddedTo(
+      lp_budget,
+      [&] {
+        return SolveMaxAffine(data.dense(), data.labels(), info.polytope);
+      },
+      stop_requested);
   Eigen::VectorXd x_star = lp.ok() ? lp->x : info.Center();
   x_star = ClampToBox(x_star, info.bbox_lower, info.bbox_upper);
   // Noise on x* - centre (|.| <= R per coordinate; the centre is public).

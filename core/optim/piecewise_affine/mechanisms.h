@@ -36,6 +36,7 @@
 #define DPOPT_CORE_OPTIM_PIECEWISE_AFFINE_MECHANISMS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -179,12 +180,14 @@ absl::Duration PerturbSolutionLpBudget(const ProblemInfo& info,
 
 // M_S: x* (the LP on the true offsets, padded to `lp_budget`: the job passes
 // PerturbSolutionLpBudget; known-answer tests and audits of the output's
-// law pass absl::ZeroDuration(), no padding), plus noise.
+// law pass absl::ZeroDuration(), no padding), plus noise. The padding ends
+// early once `stop_requested` says so (a cancelled job).
 absl::StatusOr<Eigen::VectorXd> RunPerturbSolution(
     const ProblemInfo& info, const Dataset& data,
     const noise::VectorLaplacePlan& plan, bool project,
     const OffsetNoise& noise, noise::RandomSource& rng,
-    absl::Duration lp_budget);
+    absl::Duration lp_budget,
+    const std::function<bool()>& stop_requested = nullptr);
 
 // M_E's plan, from public values only: score grid, rate (eps / (2 Delta)
 // per unit), and the sampler's fixed amount of work.

@@ -207,6 +207,16 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// kRuns zeros and kRuns ones in an order shuffled by `seed`: which dataset
+// each timed run uses, so that drifts of the machine hit both alike.
+std::vector<int> RandomOrder(int runs, uint64_t seed) {
+  std::vector<int> order(2 * runs);
+  for (int i = 0; i < 2 * runs; ++i) order[i] = i % 2;
+  std::mt19937_64 shuffle(seed);
+  std::shuffle(order.begin(), order.end(), shuffle);
+  return order;
+}
+
 // Milliseconds `f` takes.
 template <typename F>
 double TimeMs(F&& f) {
@@ -255,10 +265,7 @@ TEST(PiecewiseAffineExponentialTiming, RunTimeDoesNotDistinguishNeighbours) {
   ASSERT_GE(std::max(old1, old2) / std::min(old1, old2), 1.5);
 
   constexpr int kRuns = 200;
-  std::vector<int> order(2 * kRuns);
-  for (int i = 0; i < 2 * kRuns; ++i) order[i] = i % 2;
-  std::mt19937_64 shuffle(12);
-  std::shuffle(order.begin(), order.end(), shuffle);
+  const std::vector<int> order = RandomOrder(kRuns, 12);
   ASSERT_OK_AND_ASSIGN(auto rng, noise::NewSecureRandom());
   SolveContext context(rng.get());
   // Warm-up (caches, page faults) on both, not measured.
@@ -271,12 +278,9 @@ TEST(PiecewiseAffineExponentialTiming, RunTimeDoesNotDistinguishNeighbours) {
   for (int which : order) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline)
         << "the timing test exceeded its time bound";
-    const auto start = std::chrono::steady_clock::now();
-    ASSERT_OK(alg->Run(which ? d2.data : d1.data, c, context).status());
-    const double ms = std::chrono::duration<double, std::milli>(
-                          std::chrono::steady_clock::now() - start)
-                          .count();
-    (which ? t2 : t1).push_back(ms);
+    (which ? t2 : t1).push_back(TimeMs([&] {
+      ASSERT_OK(alg->Run(which ? d2.data : d1.data, c, context).status());
+    }));
   }
   const double p = KsPValue(t1, t2);
   std::printf(
@@ -299,12 +303,9 @@ TEST(PiecewiseAffineExponentialTiming, RunTimeDoesNotDistinguishNeighbours) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline)
         << "the timing test exceeded its time bound";
     const ExponentialPlan& use = order[k] ? scaled : plan;
-    const auto start = std::chrono::steady_clock::now();
-    ASSERT_OK(RunExponential(d1.info, d1.data, use, secure).status());
-    (order[k] ? p2 : p1)
-        .push_back(std::chrono::duration<double, std::milli>(
-                       std::chrono::steady_clock::now() - start)
-                       .count());
+    (order[k] ? p2 : p1).push_back(TimeMs([&] {
+      ASSERT_OK(RunExponential(d1.info, d1.data, use, secure).status());
+    }));
   }
   const double power_p = KsPValue(p1, p2);
   std::printf("power check: medians %.3f ms and %.3f ms; KS p-value %.4g\n",
@@ -331,10 +332,7 @@ TEST(PiecewiseAffinePerturbSolutionTiming,
     ASSERT_OK(alg->Run(k % 2 ? d2.data : d1.data, c, context).status());
   }
   constexpr int kRuns = 100;
-  std::vector<int> order(2 * kRuns);
-  for (int i = 0; i < 2 * kRuns; ++i) order[i] = i % 2;
-  std::mt19937_64 shuffle(13);
-  std::shuffle(order.begin(), order.end(), shuffle);
+  const std::vector<int> order = RandomOrder(kRuns, 13);
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(120);
   std::vector<double> t1, t2;
@@ -361,12 +359,16 @@ TEST(PiecewiseAffinePerturbSolutionTiming,
     }
     return 0;
   };
+  // One budget for both sides, timed before the loop: timed inside it, the
+  // probe ran just after one side's work or the other's, whose different
+  // cache states made it (and so the padded times) differ by a fraction of
+  // a millisecond: a difference of the test's order, not of the data.
+  const absl::Duration budget = PerturbSolutionLpBudget(d1.info, d1.a);
   std::vector<double> u1, u2, q1, q2;
   for (int which : order) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline)
         << "the timing test exceeded its time bound";
     (which ? u2 : u1).push_back(TimeMs([&] { solve(which); }));
-    const absl::Duration budget = PerturbSolutionLpBudget(d1.info, d1.a);
     (which ? q2 : q1).push_back(TimeMs([&] {
       common::RunPaddedTo(budget, [&] { return solve(which); });
     }));
@@ -379,6 +381,21 @@ TEST(PiecewiseAffinePerturbSolutionTiming,
       Median(u1), Median(u2), unpadded_p, Median(q1), Median(q2), padded_p);
   EXPECT_LT(unpadded_p, 1e-4);
   EXPECT_GE(padded_p, 1e-4);
+}
+
+TEST(PaddedDuration, PadsToTheBudgetAndStopsWhenTheJobIsCancelled) {
+  double ms = TimeMs([] {
+    EXPECT_EQ(common::RunPaddedTo(absl::Milliseconds(200), [] { return 7; }),
+              7);
+  });
+  EXPECT_GE(ms, 200);
+  // A cancelled job stops padding at the next check, not after 30 s.
+  ms = TimeMs([] {
+    EXPECT_EQ(common::RunPaddedTo(
+                  absl::Seconds(30), [] { return 7; }, [] { return true; }),
+              7);
+  });
+  EXPECT_LT(ms, 5000);
 }
 
 }  // namespace
