@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 
@@ -215,6 +216,28 @@ absl::Status Dataset::Validate() const {
     }
   }
   return absl::OkStatus();
+}
+
+Dataset SelectRows(const Dataset& data, const std::vector<int64_t>& rows) {
+  const int64_t m = static_cast<int64_t>(rows.size());
+  Eigen::VectorXd y(m);
+  for (int64_t k = 0; k < m; ++k) y[k] = data.label(rows[k]);
+  if (!data.is_sparse()) {
+    DenseRows x(m, data.dimension());
+    for (int64_t k = 0; k < m; ++k) x.row(k) = data.dense_rows().row(rows[k]);
+    return Dataset::DenseRowMajor(std::move(x), std::move(y), data.label_kind(),
+                                  data.num_classes());
+  }
+  std::vector<Eigen::Triplet<double, int64_t>> triplets;
+  for (int64_t k = 0; k < m; ++k) {
+    for (SparseRows::InnerIterator it(data.sparse(), rows[k]); it; ++it) {
+      triplets.emplace_back(k, it.col(), it.value());
+    }
+  }
+  SparseRows x(m, data.dimension());
+  x.setFromTriplets(triplets.begin(), triplets.end());
+  return Dataset::Sparse(std::move(x), std::move(y), data.label_kind(),
+                         data.num_classes());
 }
 
 }  // namespace dpopt

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "Eigen/Dense"
 #include "Eigen/SparseCore"
@@ -116,6 +117,10 @@ class Dataset {
 
   void ComputeRowNorms();
 };
+
+// The rows `rows` of `data`, in that order, as a new dataset (same kind,
+// classes and dimension). REQUIRES: every index in [0, data.rows()).
+Dataset SelectRows(const Dataset& data, const std::vector<int64_t>& rows);
 
 }  // namespace dpopt
 

@@ -42,6 +42,7 @@
 namespace dpopt::optim {
 
 class NoiseAdder;  // core/optim/private_oracle.h
+class RemoteRows;  // core/optim/gradient_sums.h
 
 namespace testing {
 class SolveContextTestPeer;  // core/optim/testing/, never in the server
@@ -170,6 +171,11 @@ class SolveContext {
 
   noise::RandomSource* rng = nullptr;
   IterationCallback* callback = nullptr;
+  // Where gradient releases read their rows when they are not in this
+  // process (an MPI worker pool's placed shards; set by the server for jobs
+  // whose spec asks for MPI execution, and only for job types that declare
+  // they can run so). Null: the dataset given to Run(). Must outlive the run.
+  RemoteRows* remote_rows = nullptr;
 
   // The noise used by the oracle: always the secure discrete samplers,
   // except in tests (set only through testing::SolveContextTestPeer, which

@@ -189,7 +189,7 @@ class DpSgd final : public Algorithm {
     ASSIGN_OR_RETURN(
         std::unique_ptr<PrivateGradientOracle> oracle,
         PrivateGradientOracle::Create(data, *objective, calibration.rows,
-                                      *context.rng, context.noise(), budget));
+                                      context, budget));
     DpSgdMethod method(
         query, {options_.learning_rate, options_.momentum, options_.model.l1},
         p);

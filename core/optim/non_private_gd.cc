@@ -80,7 +80,7 @@ class NonPrivateGd final : public Algorithm {
     ASSIGN_OR_RETURN(
         std::unique_ptr<PrivateGradientOracle> oracle,
         PrivateGradientOracle::Create(data, *objective, calibration.rows,
-                                      *context.rng, context.noise(), budget));
+                                      context, budget));
     GdMethod method({options_.learning_rate, 0.0, options_.model.l1},
                     objective->parameter_size());
     return SolveLoop::Run({calibration.steps}, method, *oracle, budget,

@@ -104,52 +104,53 @@ absl::StatusOr<std::unique_ptr<PrivateGradientOracle>>
 PrivateGradientOracle::Create(const Dataset& data, const Objective& objective,
                               int64_t public_rows, noise::RandomSource& rng,
                               const NoiseAdder& noise, ReleaseBudget& budget) {
+  RETURN_IF_ERROR(objective.CheckDataset(data));
+  return Create(std::make_unique<LocalGradientSums>(data, objective, rng),
+                objective, public_rows, rng, noise, budget);
+}
+
+absl::StatusOr<std::unique_ptr<PrivateGradientOracle>>
+PrivateGradientOracle::Create(const Dataset& data, const Objective& objective,
+                              int64_t public_rows, SolveContext& context,
+                              ReleaseBudget& budget) {
+  if (context.rng == nullptr) {
+    return absl::FailedPreconditionError("no random source");
+  }
+  if (context.remote_rows == nullptr) {
+    return Create(data, objective, public_rows, *context.rng, context.noise(),
+                  budget);
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<GradientSums> sums,
+                   context.remote_rows->Open(objective));
+  return Create(std::move(sums), objective, public_rows, *context.rng,
+                context.noise(), budget);
+}
+
+absl::StatusOr<std::unique_ptr<PrivateGradientOracle>>
+PrivateGradientOracle::Create(std::unique_ptr<GradientSums> sums,
+                              const Objective& objective, int64_t public_rows,
+                              noise::RandomSource& rng, const NoiseAdder& noise,
+                              ReleaseBudget& budget) {
   if (public_rows < 1) {
     return absl::InvalidArgumentError("public row count must be >= 1");
   }
-  RETURN_IF_ERROR(objective.CheckDataset(data));
   return std::unique_ptr<PrivateGradientOracle>(new PrivateGradientOracle(
-      data, objective, public_rows, rng, noise, budget));
+      std::move(sums), objective, public_rows, rng, noise, budget));
 }
 
-PrivateGradientOracle::PrivateGradientOracle(
-    const Dataset& data, const Objective& objective, int64_t public_rows,
-    noise::RandomSource& rng, const NoiseAdder& noise, ReleaseBudget& budget)
-    : data_(data),
+PrivateGradientOracle::PrivateGradientOracle(std::unique_ptr<GradientSums> sums,
+                                             const Objective& objective,
+                                             int64_t public_rows,
+                                             noise::RandomSource& rng,
+                                             const NoiseAdder& noise,
+                                             ReleaseBudget& budget)
+    : sums_(std::move(sums)),
       objective_(objective),
       public_rows_(public_rows),
       rng_(rng),
       noise_(noise),
       budget_(budget),
       sum_(objective.parameter_size()) {}
-
-absl::Status PrivateGradientOracle::Sample(double q) {
-  // q >= 1 selects every row (PoissonSampler would list 0..n-1, drawing
-  // nothing); the kernels then run over the rows in order, no list needed.
-  full_batch_ = q >= 1.0;
-  if (full_batch_) {
-    batch_.clear();
-    return absl::OkStatus();
-  }
-  if (sampler_ == nullptr || sampler_rate_ != q) {
-    sampler_ = std::make_unique<PoissonSampler>(q, rng_);
-    sampler_rate_ = q;
-  }
-  return sampler_->Sample(data_.rows(), &batch_);
-}
-
-void PrivateGradientOracle::ClippedSum(
-    Norm norm, double clip, const Eigen::Ref<const Eigen::VectorXd>& w) {
-  sum_.setZero();
-  // Total on finite rows: each term is finite with norm <= clip.
-  const Objective::ClipNorm clip_norm =
-      norm == Norm::kL2 ? Objective::ClipNorm::kL2 : Objective::ClipNorm::kL1;
-  if (full_batch_) {
-    objective_.AddClippedGradientSum(data_, w, clip_norm, clip, sum_);
-  } else {
-    objective_.AddClippedGradientSum(data_, batch_, w, clip_norm, clip, sum_);
-  }
-}
 
 absl::StatusOr<const PrivateGradientOracle::GaussianRelease*>
 PrivateGradientOracle::GaussianReleaseFor(const GaussianGradientQuery& query) {
@@ -178,8 +179,9 @@ absl::Status PrivateGradientOracle::GaussianGradient(
   }
   ASSIGN_OR_RETURN(const GaussianRelease* release, GaussianReleaseFor(query));
   RETURN_IF_ERROR(budget_.Charge(release->event));  // before any data access
-  RETURN_IF_ERROR(Sample(query.sampling_rate));
-  ClippedSum(Norm::kL2, query.clip_norm, w);
+  RETURN_IF_ERROR(sums_->ClippedSum(
+      {query.sampling_rate, Objective::ClipNorm::kL2, query.clip_norm}, w,
+      &sum_));
   RETURN_IF_ERROR(noise_.AddGaussian(release->plan, rng_, sum_));
   RETURN_IF_ERROR(rng_.status());
   // Normalise by the public expected batch size q * n (post-processing).
@@ -200,8 +202,9 @@ absl::Status PrivateGradientOracle::LaplaceGradient(
       noise::LaplacePlan plan,
       noise::PlanLaplace(query.clip_norm, query.scale_multiplier, p));
   RETURN_IF_ERROR(budget_.Charge(event));
-  RETURN_IF_ERROR(Sample(query.sampling_rate));
-  ClippedSum(Norm::kL1, query.clip_norm, w);
+  RETURN_IF_ERROR(sums_->ClippedSum(
+      {query.sampling_rate, Objective::ClipNorm::kL1, query.clip_norm}, w,
+      &sum_));
   RETURN_IF_ERROR(noise_.AddLaplace(plan, rng_, sum_));
   RETURN_IF_ERROR(rng_.status());
   *g = sum_ / (query.sampling_rate * static_cast<double>(public_rows_));
@@ -215,8 +218,7 @@ absl::Status PrivateGradientOracle::ExactGradient(
     return absl::InvalidArgumentError("iterate has the wrong size");
   }
   RETURN_IF_ERROR(budget_.Charge(privacy::DpEvent::NoOp()));
-  sum_.setZero();
-  objective_.AddGradientSum(data_, w, 1.0, sum_);
+  RETURN_IF_ERROR(sums_->ExactSum(w, &sum_));
   *g = sum_ / static_cast<double>(public_rows_);
   objective_.AddSmoothRegularizerGradient(w, *g);
   return absl::OkStatus();

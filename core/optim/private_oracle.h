@@ -29,6 +29,13 @@
 // the event PoissonSampled(q, DiscreteLaplace(b_mult))
 // (LaplaceGradientEvent()).
 //
+// Where the rows are: steps 1-3 are a GradientSums (gradient_sums.h): the
+// rows of the job's dataset in this process (LocalGradientSums, sampled with
+// the run's generator), or the shards placed on an MPI worker pool, each
+// rank sampling its own rows with its own secure generator and the sums
+// added in rank order (SolveContext::remote_rows). The charge (before) and
+// the noise (step 4, with the run's generator) are always here.
+//
 // Computation: steps 2-3 are
 // Objective::AddClippedGradientSum (batched gather / clip / scatter, row
 // norms computed on the fly); ExactGradient is Objective::AddGradientSum.
@@ -53,8 +60,9 @@
 #include "core/data/dataset.h"
 #include "core/noise/random.h"
 #include "core/noise/vector_mechanisms.h"
+#include "core/optim/algorithm.h"
+#include "core/optim/gradient_sums.h"
 #include "core/optim/objective.h"
-#include "core/optim/poisson_sampler.h"
 #include "core/optim/release_budget.h"
 #include "core/privacy/dp_event.h"
 
@@ -107,6 +115,19 @@ class PrivateGradientOracle {
   static absl::StatusOr<std::unique_ptr<PrivateGradientOracle>> Create(
       const Dataset& data, const Objective& objective, int64_t public_rows,
       noise::RandomSource& rng, const NoiseAdder& noise, ReleaseBudget& budget);
+  // The run's oracle, as algorithms make it: the rows of `data` sampled and
+  // noised with *context.rng, or, when context.remote_rows is set (jobs on
+  // an MPI worker pool; `data` then holds no rows and is not read), the
+  // remote rows opened for `objective`, noised with *context.rng.
+  // REQUIRES: context.rng != nullptr.
+  static absl::StatusOr<std::unique_ptr<PrivateGradientOracle>> Create(
+      const Dataset& data, const Objective& objective, int64_t public_rows,
+      SolveContext& context, ReleaseBudget& budget);
+  // Rows read through `sums`; noise from `rng`.
+  static absl::StatusOr<std::unique_ptr<PrivateGradientOracle>> Create(
+      std::unique_ptr<GradientSums> sums, const Objective& objective,
+      int64_t public_rows, noise::RandomSource& rng, const NoiseAdder& noise,
+      ReleaseBudget& budget);
 
   // *g = (sum_{i in B} clip_C(grad_i(w)) + noise) / (q n) + l2 w, as above.
   // Charges GaussianGradientEvent(query) first. Errors: INVALID_ARGUMENT
@@ -131,27 +152,17 @@ class PrivateGradientOracle {
   int64_t public_rows() const { return public_rows_; }
 
  private:
-  PrivateGradientOracle(const Dataset& data, const Objective& objective,
-                        int64_t public_rows, noise::RandomSource& rng,
-                        const NoiseAdder& noise, ReleaseBudget& budget);
-  // Poisson sample into batch_ (see header comment). Checks the rng status.
-  absl::Status Sample(double q);
-  enum class Norm { kL2, kL1 };
-  // sum_ <- sum over the last sample of per-example gradients clipped to
-  // `clip`.
-  void ClippedSum(Norm norm, double clip,
-                  const Eigen::Ref<const Eigen::VectorXd>& w);
+  PrivateGradientOracle(std::unique_ptr<GradientSums> sums,
+                        const Objective& objective, int64_t public_rows,
+                        noise::RandomSource& rng, const NoiseAdder& noise,
+                        ReleaseBudget& budget);
 
-  const Dataset& data_;
+  std::unique_ptr<GradientSums> sums_;
   const Objective& objective_;
   const int64_t public_rows_;
   noise::RandomSource& rng_;
   const NoiseAdder& noise_;
   ReleaseBudget& budget_;
-  std::vector<int64_t> batch_;  // the sampled rows, unless full_batch_
-  bool full_batch_ = false;     // the last sample was every row (q >= 1)
-  std::unique_ptr<PoissonSampler> sampler_;  // for the last rate used
-  double sampler_rate_ = 0;
   Eigen::VectorXd sum_;
   // The event and plan of the last Gaussian query: a fixed-schedule run
   // asks the same query every step, and both are functions of the query

@@ -212,7 +212,7 @@ class Accelerated final : public Algorithm {
     ASSIGN_OR_RETURN(
         std::unique_ptr<PrivateGradientOracle> oracle,
         PrivateGradientOracle::Create(data, *objective, calibration.rows,
-                                      *context.rng, context.noise(), budget));
+                                      context, budget));
     AcceleratedMethod method(UpdateOf(options_.method), options_.noise, q,
                              options_.clip_norm, std::move(schedule),
                              std::move(queries), std::move(x0));

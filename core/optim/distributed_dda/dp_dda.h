@@ -155,9 +155,6 @@ absl::Status SplitRows(int64_t rows, int nodes, NodeSampling sampling,
                        int64_t shard_rows, noise::RandomSource& rng,
                        std::vector<std::vector<int64_t>>* shards);
 
-// The rows `rows` of `data` as a new dataset (same kind and dimension).
-Dataset SelectRows(const Dataset& data, const std::vector<int64_t>& rows);
-
 }  // namespace dpopt::optim::distributed_dda
 
 #endif  // DPOPT_CORE_OPTIM_DISTRIBUTED_DDA_DP_DDA_H_

@@ -34,6 +34,8 @@ uint64_t GetU64(const char* p) {
   return v;
 }
 
+}  // namespace
+
 void PutVector(WireWriter& w, const Eigen::VectorXd& v) {
   w.I64(v.size());
   w.F64s(v.data(), v.size());
@@ -46,8 +48,6 @@ absl::StatusOr<Eigen::VectorXd> GetVector(WireReader& r) {
   RETURN_IF_ERROR(r.F64s(v.data(), n));
   return v;
 }
-
-}  // namespace
 
 uint64_t Fnv1a(absl::string_view bytes) {
   uint64_t h = kFnvOffset;
@@ -130,14 +130,36 @@ absl::StatusOr<std::string> WireReader::Str() {
   return s;
 }
 
+void PutModel(WireWriter& w, const ModelConfig& model) {
+  w.U64(static_cast<uint64_t>(model.loss));
+  w.F64(model.l2);
+  w.F64(model.l1);
+  w.I64(model.num_classes);
+  w.F64(model.label_bound);
+  w.F64(model.huber_width);
+}
+
+absl::StatusOr<ModelConfig> GetModel(WireReader& r) {
+  ModelConfig model;
+  ASSIGN_OR_RETURN(uint64_t loss, r.U64());
+  if (loss > static_cast<uint64_t>(LossKind::kHuberizedHinge)) {
+    return Corrupt("bad loss");
+  }
+  model.loss = static_cast<LossKind>(loss);
+  ASSIGN_OR_RETURN(model.l2, r.F64());
+  ASSIGN_OR_RETURN(model.l1, r.F64());
+  ASSIGN_OR_RETURN(int64_t classes, r.I64());
+  if (classes < 0 || classes > (int64_t{1} << 30))
+    return Corrupt("bad classes");
+  model.num_classes = static_cast<int>(classes);
+  ASSIGN_OR_RETURN(model.label_bound, r.F64());
+  ASSIGN_OR_RETURN(model.huber_width, r.F64());
+  return model;
+}
+
 std::string EncodeWorkerJob(const WorkerJob& j) {
   WireWriter w;
-  w.U64(static_cast<uint64_t>(j.model.loss));
-  w.F64(j.model.l2);
-  w.F64(j.model.l1);
-  w.I64(j.model.num_classes);
-  w.F64(j.model.label_bound);
-  w.F64(j.model.huber_width);
+  PutModel(w, j.model);
   w.I64(j.nodes);
   w.I64(j.ranks);
   w.I64(j.iterations);
@@ -172,17 +194,7 @@ std::string EncodeWorkerJob(const WorkerJob& j) {
 absl::StatusOr<WorkerJob> DecodeWorkerJob(absl::string_view bytes) {
   ASSIGN_OR_RETURN(WireReader r, WireReader::Open(bytes));
   WorkerJob j;
-  ASSIGN_OR_RETURN(uint64_t loss, r.U64());
-  if (loss > static_cast<uint64_t>(LossKind::kHuberizedHinge)) {
-    return Corrupt("bad loss");
-  }
-  j.model.loss = static_cast<LossKind>(loss);
-  ASSIGN_OR_RETURN(j.model.l2, r.F64());
-  ASSIGN_OR_RETURN(j.model.l1, r.F64());
-  ASSIGN_OR_RETURN(int64_t classes, r.I64());
-  j.model.num_classes = static_cast<int>(classes);
-  ASSIGN_OR_RETURN(j.model.label_bound, r.F64());
-  ASSIGN_OR_RETURN(j.model.huber_width, r.F64());
+  ASSIGN_OR_RETURN(j.model, GetModel(r));
   ASSIGN_OR_RETURN(int64_t nodes, r.I64());
   ASSIGN_OR_RETURN(int64_t ranks, r.I64());
   if (nodes < 1 || nodes > Graph::kMaxNodes || ranks < 1 || ranks > nodes) {

@@ -71,6 +71,15 @@ class WireReader {
 
 uint64_t Fnv1a(absl::string_view bytes);
 
+// A model's configuration (public) in wire fields. GetModel: DATA_LOSS on
+// a bad loss kind or class count (the rest is checked by
+// ModelConfig::Validate where it is used).
+void PutModel(WireWriter& w, const ModelConfig& model);
+absl::StatusOr<ModelConfig> GetModel(WireReader& r);
+// A vector as its length and values. GetVector: DATA_LOSS past 10^8 values.
+void PutVector(WireWriter& w, const Eigen::VectorXd& v);
+absl::StatusOr<Eigen::VectorXd> GetVector(WireReader& r);
+
 // Everything every rank needs besides its shards. All public.
 struct WorkerJob {
   ModelConfig model;

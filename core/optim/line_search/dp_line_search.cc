@@ -431,6 +431,12 @@ absl::StatusOr<SolveResult> RunDpLineSearch(const DpLineSearchOptions& options,
     return absl::FailedPreconditionError(
         "calibration event is not this job's reservation");
   }
+  if (context.remote_rows != nullptr) {
+    // The noisy line search's loss sums are read in this process
+    // (LineSearchOracle); the job type does not declare MPI execution.
+    return absl::FailedPreconditionError(
+        "the line-search family does not run on an MPI worker pool");
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<JobPrivacyFilter> filter,
                    JobPrivacyFilter::Create(calibration.event));
   ASSIGN_OR_RETURN(
