@@ -29,13 +29,13 @@ absl::Status WorkerPoolOptions::Validate() const {
   return absl::OkStatus();
 }
 
-// The GradientSums of one job on the pool. Every call fails once the pool
+// The RowSums of one job on the pool. Every call fails once the pool
 // it was opened on has stopped (its ranks' state is gone).
-class WorkerPool::PoolGradientSums final : public GradientSums {
+class WorkerPool::PoolRowSums final : public RowSums {
  public:
-  PoolGradientSums(WorkerPool& pool, uint64_t job_id, uint64_t generation)
+  PoolRowSums(WorkerPool& pool, uint64_t job_id, uint64_t generation)
       : pool_(pool), job_id_(job_id), generation_(generation) {}
-  ~PoolGradientSums() override {
+  ~PoolRowSums() override {
     absl::MutexLock lock(&pool_.mu_);
     if (pool_.process_ != nullptr && pool_.generation_ == generation_) {
       (void)pool_.Call(MessageType::kCloseJob, EncodeJobId(job_id_));
@@ -44,20 +44,37 @@ class WorkerPool::PoolGradientSums final : public GradientSums {
   absl::Status ClippedSum(const ClippedSumQuery& query,
                           const Eigen::Ref<const Eigen::VectorXd>& w,
                           Eigen::VectorXd* sum) override {
-    return Sum(false, query, w, sum);
+    return Sum(SumKind::kClippedGradient, query, w, w.size(), sum);
   }
   absl::Status ExactSum(const Eigen::Ref<const Eigen::VectorXd>& w,
                         Eigen::VectorXd* sum) override {
-    return Sum(true, {}, w, sum);
+    return Sum(SumKind::kExactGradient, {}, w, w.size(), sum);
+  }
+  absl::Status SampleForLosses(double sampling_rate) override {
+    Eigen::VectorXd none;
+    ClippedSumQuery query;
+    query.sampling_rate = sampling_rate;
+    return Sum(SumKind::kSampleForLosses, query, Eigen::VectorXd(), 0, &none);
+  }
+  absl::Status ClippedLossSum(double clip,
+                              const Eigen::Ref<const Eigen::VectorXd>& v,
+                              double* sum) override {
+    Eigen::VectorXd one;
+    ClippedSumQuery query;
+    query.clip = clip;
+    RETURN_IF_ERROR(Sum(SumKind::kClippedLoss, query, v, 1, &one));
+    *sum = one[0];
+    return absl::OkStatus();
   }
 
  private:
-  absl::Status Sum(bool exact, const ClippedSumQuery& query,
-                   const Eigen::Ref<const Eigen::VectorXd>& w,
+  // One request; the reply must hold `width` values.
+  absl::Status Sum(SumKind kind, const ClippedSumQuery& query,
+                   const Eigen::Ref<const Eigen::VectorXd>& w, int64_t width,
                    Eigen::VectorXd* sum) {
     SumRequest request;
     request.job_id = job_id_;
-    request.exact = exact;
+    request.kind = kind;
     request.query = query;
     request.w = w;
     absl::MutexLock lock(&pool_.mu_);
@@ -72,7 +89,7 @@ class WorkerPool::PoolGradientSums final : public GradientSums {
       return absl::UnavailableError("the worker pool answered out of turn");
     }
     ASSIGN_OR_RETURN(*sum, DecodeVector(reply.payload));
-    if (sum->size() != w.size()) {
+    if (sum->size() != width) {
       return absl::DataLossError("the worker pool's sum has the wrong size");
     }
     return absl::OkStatus();
@@ -87,7 +104,7 @@ class WorkerPool::PoolRows final : public RemoteRows {
  public:
   PoolRows(WorkerPool& pool, std::string dataset_id, uint64_t job_id)
       : pool_(pool), dataset_id_(std::move(dataset_id)), job_id_(job_id) {}
-  absl::StatusOr<std::unique_ptr<GradientSums>> Open(
+  absl::StatusOr<std::unique_ptr<RowSums>> Open(
       const Objective& objective) override {
     RETURN_IF_ERROR(CheckDatasetId(dataset_id_));
     RETURN_IF_ERROR(pool_.EnsureStarted());
@@ -109,8 +126,8 @@ class WorkerPool::PoolRows final : public RemoteRows {
       }
       return reply.status();
     }
-    return std::unique_ptr<GradientSums>(
-        new PoolGradientSums(pool_, job_id_, pool_.generation_));
+    return std::unique_ptr<RowSums>(
+        new PoolRowSums(pool_, job_id_, pool_.generation_));
   }
 
  private:

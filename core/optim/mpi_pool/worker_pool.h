@@ -29,8 +29,8 @@
 #include "absl/time/time.h"
 #include "core/common/child_process.h"
 #include "core/data/dataset.h"
-#include "core/optim/gradient_sums.h"
 #include "core/optim/mpi_pool/protocol.h"
+#include "core/optim/row_sums.h"
 
 namespace dpopt::optim::mpi_pool {
 
@@ -96,7 +96,7 @@ class WorkerPool {
 
   // The rows of a job on a placed dataset: Open(objective) opens the job on
   // every rank (each loads its shard and makes its generator) and returns
-  // its GradientSums; the job is closed on every rank when that is
+  // its RowSums; the job is closed on every rank when that is
   // destroyed. `job_id` must be unique among open jobs.
   std::unique_ptr<RemoteRows> RowsFor(std::string dataset_id, uint64_t job_id);
 
@@ -104,7 +104,7 @@ class WorkerPool {
   void Stop();
 
  private:
-  class PoolGradientSums;
+  class PoolRowSums;
   class PoolRows;
   // Sends one request and returns its reply (kError replies as their
   // status). Restarts nothing: EnsureStarted does.

@@ -13,10 +13,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
-#include "core/optim/gradient_sums.h"
 #include "core/optim/mpi_pool/protocol.h"
 #include "core/optim/mpi_pool/shard_store.h"
 #include "core/optim/objective.h"
+#include "core/optim/row_sums.h"
 
 namespace dpopt::optim::mpi_pool {
 namespace {
@@ -48,7 +48,7 @@ struct Job {
   std::shared_ptr<const Dataset> shard;
   std::unique_ptr<Objective> objective;
   std::unique_ptr<noise::RandomSource> rng;
-  std::unique_ptr<LocalGradientSums> sums;
+  std::unique_ptr<LocalRowSums> sums;
 };
 
 class PoolRank {
@@ -350,55 +350,55 @@ class PoolRank {
     ASSIGN_OR_RETURN(job.objective, Objective::Create(m.model, m.dimension));
     RETURN_IF_ERROR(job.objective->CheckDataset(*job.shard));
     ASSIGN_OR_RETURN(job.rng, hooks_.job_random(rank_, m.job_id));
-    job.sums = std::make_unique<LocalGradientSums>(*job.shard, *job.objective,
-                                                   *job.rng);
+    job.sums =
+        std::make_unique<LocalRowSums>(*job.shard, *job.objective, *job.rng);
     jobs_[m.job_id] = std::move(job);
     return absl::OkStatus();
   }
 
-  // Every rank computes its shard's sum; rank 0 adds them in rank order.
-  // Each rank sends p + 1 doubles: an ok flag, then its sum.
+  // Every rank computes its shard's part; rank 0 adds them in rank order.
+  // Each rank sends width + 1 doubles: an ok flag, then its part (width:
+  // p for gradient sums, 1 for a loss sum, 0 for a sample).
   std::string Sum(const std::string& payload) {
     absl::StatusOr<SumRequest> m = DecodeSumRequest(payload);
     Eigen::VectorXd mine;
     absl::Status s = m.status();
-    int64_t p = 0;
-    if (s.ok()) {
-      auto it = jobs_.find(m->job_id);
-      if (it == jobs_.end()) {
-        s = absl::FailedPreconditionError("job not open");
-      } else {
-        p = it->second.objective->parameter_size();
-        if (m->w.size() != p) {
-          s = absl::InvalidArgumentError("iterate has the wrong size");
-        } else if (m->exact) {
-          s = it->second.sums->ExactSum(m->w, &mine);
-        } else {
-          s = it->second.sums->ClippedSum(m->query, m->w, &mine);
-        }
+    // Every rank agrees on the width: it follows from the broadcast request.
+    int64_t width = 0;
+    if (m.ok()) {
+      switch (m->kind) {
+        case SumKind::kClippedGradient:
+        case SumKind::kExactGradient:
+          width = m->w.size();
+          break;
+        case SumKind::kClippedLoss:
+          width = 1;
+          break;
+        case SumKind::kSampleForLosses:
+          width = 0;
+          break;
       }
     }
+    if (s.ok()) s = ComputeMine(*m, &mine);
     ++sums_;
     if (hooks_.after_sum) hooks_.after_sum(rank_, sums_);
-    // Every rank agrees on p from the broadcast request (w's size).
-    const int64_t width = (m.ok() ? m->w.size() : 0) + 1;
-    std::vector<double> send(static_cast<size_t>(width), 0.0);
+    std::vector<double> send(static_cast<size_t>(width + 1), 0.0);
     send[0] = s.ok() ? 1.0 : 0.0;
-    if (s.ok()) std::copy(mine.data(), mine.data() + p, send.begin() + 1);
-    std::vector<double> all(rank_ == 0 ? static_cast<size_t>(width) * size_
+    if (s.ok()) std::copy(mine.data(), mine.data() + width, send.begin() + 1);
+    std::vector<double> all(rank_ == 0 ? static_cast<size_t>(width + 1) * size_
                                        : 0);
-    MPI_Gather(send.data(), static_cast<int>(width), MPI_DOUBLE, all.data(),
-               static_cast<int>(width), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Gather(send.data(), static_cast<int>(width + 1), MPI_DOUBLE, all.data(),
+               static_cast<int>(width + 1), MPI_DOUBLE, 0, MPI_COMM_WORLD);
     if (rank_ != 0) return "";
     if (!s.ok()) return Error(s);
-    Eigen::VectorXd total;
+    Eigen::VectorXd total = Eigen::VectorXd::Zero(width);
     for (int r = 0; r < size_; ++r) {
-      const double* part = all.data() + static_cast<size_t>(r) * width;
+      const double* part = all.data() + static_cast<size_t>(r) * (width + 1);
       if (part[0] != 1.0) {
         return Error(absl::InternalError(
             absl::StrCat("rank ", r, " could not compute its sum")));
       }
-      Eigen::Map<const Eigen::VectorXd> v(part + 1, p);
+      Eigen::Map<const Eigen::VectorXd> v(part + 1, width);
       if (r == 0) {
         total = v;
       } else {
@@ -406,6 +406,32 @@ class PoolRank {
       }
     }
     return EncodeMessage(MessageType::kSumReply, EncodeVector(total));
+  }
+
+  absl::Status ComputeMine(const SumRequest& m, Eigen::VectorXd* mine) {
+    auto it = jobs_.find(m.job_id);
+    if (it == jobs_.end()) return absl::FailedPreconditionError("job not open");
+    Job& job = it->second;
+    const int64_t p = job.objective->parameter_size();
+    if (m.kind != SumKind::kSampleForLosses && m.w.size() != p) {
+      return absl::InvalidArgumentError("iterate has the wrong size");
+    }
+    switch (m.kind) {
+      case SumKind::kClippedGradient:
+        return job.sums->ClippedSum(m.query, m.w, mine);
+      case SumKind::kExactGradient:
+        return job.sums->ExactSum(m.w, mine);
+      case SumKind::kSampleForLosses:
+        mine->resize(0);
+        return job.sums->SampleForLosses(m.query.sampling_rate);
+      case SumKind::kClippedLoss: {
+        double sum = 0;
+        RETURN_IF_ERROR(job.sums->ClippedLossSum(m.query.clip, m.w, &sum));
+        *mine = Eigen::VectorXd::Constant(1, sum);
+        return absl::OkStatus();
+      }
+    }
+    return absl::InvalidArgumentError("bad sum kind");
   }
 
   const int rank_;

@@ -7,9 +7,9 @@
 // part on its own shards, and the answers are gathered to rank 0:
 //   - a sum: each rank Poisson-samples its own shard with its own generator
 //     (the secure generator in production) and computes its clipped
-//     gradient sum (core/optim/gradient_sums.h, LocalGradientSums); rank 0
+//     gradient sum (core/optim/row_sums.h, LocalRowSums); rank 0
 //     gathers the sums and adds them in rank order (s_0 + s_1 + ... ), the
-//     order ShardedGradientSums uses, so the result does not depend on
+//     order ShardedRowSums uses, so the result does not depend on
 //     message timing. Only that sum leaves rank 0, to the server, which adds
 //     the noise before anything is released.
 //   - a placement or a deletion: each rank's report (host, rows, ok).

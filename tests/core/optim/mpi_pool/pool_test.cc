@@ -1,6 +1,6 @@
 // The MPI worker pool (mpirun -np k --oversubscribe, k = 1, 2, 4, with the
 // test pool's seeded generators) against the same sums computed in one
-// process (ShardedGradientSums with the same shards and seeds): every
+// process (ShardedRowSums with the same shards and seeds): every
 // gradient family that reads its rows through the oracle gives bitwise the
 // same model. Then placement and deletion on disk, and a rank's death.
 #include <stdlib.h>
@@ -16,10 +16,11 @@
 #include "core/noise/testing/seeded_random.h"
 #include "core/optim/accelerated/accelerated.h"
 #include "core/optim/dp_sgd.h"
-#include "core/optim/gradient_sums.h"
+#include "core/optim/line_search/dp_line_search.h"
 #include "core/optim/mpi_pool/worker_pool.h"
 #include "core/optim/non_private_gd.h"
 #include "core/optim/objective.h"
+#include "core/optim/row_sums.h"
 #include "gtest/gtest.h"
 #include "tests/common/status_matchers.h"
 
@@ -64,11 +65,11 @@ Dataset SparseRows(int64_t n, int64_t d, uint64_t seed) {
 class InProcessShards final : public RemoteRows {
  public:
   InProcessShards(const Dataset& data, int k) : data_(data), k_(k) {}
-  absl::StatusOr<std::unique_ptr<GradientSums>> Open(
+  absl::StatusOr<std::unique_ptr<RowSums>> Open(
       const Objective& objective) override {
     shards_.clear();
     rngs_.clear();
-    std::vector<std::unique_ptr<GradientSums>> parts;
+    std::vector<std::unique_ptr<RowSums>> parts;
     for (int r = 0; r < k_; ++r) {
       std::vector<int64_t> rows;
       for (int64_t i = ShardBegin(data_.rows(), k_, r);
@@ -77,11 +78,10 @@ class InProcessShards final : public RemoteRows {
       }
       shards_.push_back(std::make_unique<Dataset>(SelectRows(data_, rows)));
       rngs_.push_back(std::make_unique<SeededRandomForTesting>(kPoolSeed + r));
-      parts.push_back(std::make_unique<LocalGradientSums>(
-          *shards_.back(), objective, *rngs_.back()));
+      parts.push_back(std::make_unique<LocalRowSums>(*shards_.back(), objective,
+                                                     *rngs_.back()));
     }
-    return std::unique_ptr<GradientSums>(
-        new ShardedGradientSums(std::move(parts)));
+    return std::unique_ptr<RowSums>(new ShardedRowSums(std::move(parts)));
   }
 
  private:
@@ -143,6 +143,20 @@ std::vector<NamedAlgorithm> GradientJobs(int64_t d) {
   out.push_back(
       {"accel_dp_hb (Gaussian)", *accelerated::NewAcceleratedAlgorithm(acc)});
   (void)d;
+  // The line-search family: gradients and the noisy line search's loss
+  // sums, each on its own fresh sample.
+  line_search::DpLineSearchOptions ls;
+  ls.variant = line_search::Variant::kBlsgd;
+  ls.sampling_rate = 0.3;
+  ls.planned_iterations = 4;
+  ls.max_iterations = 6;
+  ls.model.l2 = 0.001;
+  out.push_back({"dp_blsgd", *line_search::NewDpLineSearch(ls)});
+  ls.variant = line_search::Variant::kBlgd;
+  ls.sampling_rate = 1.0;
+  ls.line_search_noise = line_search::SvtNoiseKind::kGaussian;
+  out.push_back(
+      {"dp_blgd (Gaussian search)", *line_search::NewDpLineSearch(ls)});
   return out;
 }
 
@@ -285,8 +299,7 @@ TEST(PoolTest, ARankThatDiesFailsTheJobAndThePoolRestartsWithItsShards) {
   ASSERT_OK(pool.Place("ds-9", dense).status());
   ASSERT_OK_AND_ASSIGN(auto objective, Objective::Create({}, 3));
   std::unique_ptr<RemoteRows> rows = pool.RowsFor("ds-9", 1);
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<GradientSums> sums,
-                       rows->Open(*objective));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RowSums> sums, rows->Open(*objective));
   const Eigen::VectorXd w = Eigen::VectorXd::Zero(3);
   Eigen::VectorXd s;
   ASSERT_OK(sums->ClippedSum({0.5, Objective::ClipNorm::kL2, 1.0}, w, &s));
@@ -300,8 +313,7 @@ TEST(PoolTest, ARankThatDiesFailsTheJobAndThePoolRestartsWithItsShards) {
               StatusIs(absl::StatusCode::kUnavailable));
   // A new job starts a new pool, which finds the shards on disk.
   std::unique_ptr<RemoteRows> again = pool.RowsFor("ds-9", 2);
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<GradientSums> sums2,
-                       again->Open(*objective));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RowSums> sums2, again->Open(*objective));
   ASSERT_OK(sums2->ExactSum(w, &s));
   EXPECT_EQ(s.size(), 3);
 }
