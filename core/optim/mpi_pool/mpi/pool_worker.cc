@@ -1,10 +1,14 @@
 #include "core/optim/mpi_pool/mpi/pool_worker.h"
 
 #include <mpi.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <string>
 #include <utility>
@@ -60,45 +64,48 @@ class PoolRank {
         store_(std::move(store)),
         hooks_(hooks) {}
 
-  // Rank 0: serves requests from standard input until kShutdown or its end.
+  // Rank 0 of a pool the server started: serves requests from standard
+  // input until kShutdown or its end (the server is gone), then ends every
+  // rank.
   int ServeRoot() {
-    MessageParser parser;
-    char buf[65536];
-    for (;;) {
-      Message request;
-      absl::StatusOr<bool> got = parser.Next(&request);
-      if (!got.ok()) {
-        std::fprintf(stderr, "dpopt-mpi-pool: %s\n",
-                     std::string(got.status().message()).c_str());
-        (void)Broadcast({static_cast<uint32_t>(MessageType::kShutdown), 0, 0},
-                        "");
-        return 1;
-      }
-      if (!*got) {
-        // read(), not fread(): a request is answered as soon as it is
-        // whole, not when a buffer is full.
-        const ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {  // the server is gone
-          (void)Broadcast({static_cast<uint32_t>(MessageType::kShutdown), 0, 0},
-                          "");
-          return 0;
-        }
-        parser.Append(absl::string_view(buf, static_cast<size_t>(n)));
-        continue;
-      }
-      Header h{static_cast<uint32_t>(request.type), 0,
-               static_cast<uint64_t>(request.payload.size())};
-      std::string reply;
-      if (request.type == MessageType::kPlaceChunk) {
-        reply = RootChunk(request.payload);
-      } else {
-        if (!Broadcast(h, request.payload).ok()) return 1;
-        reply = Handle(h.type, request.payload);
-      }
-      if (!WriteReply(reply)) return 1;
-      if (request.type == MessageType::kShutdown) return 0;
+    const Served served = Serve(STDIN_FILENO, STDOUT_FILENO);
+    if (served != Served::kShutdown) {
+      (void)Broadcast(ShutdownHeader(), "");
     }
+    return served == Served::kFailed ? 1 : 0;
+  }
+
+  // Rank 0 of an operator's pool: serves one connection at a time on the
+  // Unix socket `path` (mode 0600) until a kShutdown; a connection that ends
+  // closes the jobs it opened on every rank.
+  int ServeSocket(const std::string& path) {
+    const int listener = Listen(path);
+    if (listener < 0) {
+      (void)Broadcast(ShutdownHeader(), "");
+      return 1;
+    }
+    int code = 0;
+    for (;;) {
+      const int conn = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      if (conn < 0) {
+        if (errno == EINTR) continue;
+        code = 1;
+        (void)Broadcast(ShutdownHeader(), "");
+        break;
+      }
+      const Served served = Serve(conn, conn);
+      close(conn);
+      if (served == Served::kShutdown) break;
+      if (served == Served::kFailed) {
+        code = 1;
+        (void)Broadcast(ShutdownHeader(), "");
+        break;
+      }
+      CloseAllJobs();
+    }
+    close(listener);
+    unlink(path.c_str());
+    return code;
   }
 
   // Other ranks: follow rank 0's broadcasts.
@@ -117,6 +124,98 @@ class PoolRank {
   }
 
  private:
+  enum class Served { kEnded, kShutdown, kFailed };
+
+  static Header ShutdownHeader() {
+    return {static_cast<uint32_t>(MessageType::kShutdown), 0, 0};
+  }
+
+  // Answers requests read from `in` on `out` until the end of `in`
+  // (kEnded), a kShutdown (answered; kShutdown) or a broken stream or MPI
+  // failure (kFailed).
+  Served Serve(int in, int out) {
+    MessageParser parser;
+    char buf[65536];
+    for (;;) {
+      Message request;
+      absl::StatusOr<bool> got = parser.Next(&request);
+      if (!got.ok()) {
+        std::fprintf(stderr, "dpopt-mpi-pool: %s\n",
+                     std::string(got.status().message()).c_str());
+        return Served::kEnded;  // a broken connection, not a broken pool
+      }
+      if (!*got) {
+        // read(), not fread(): a request is answered as soon as it is
+        // whole, not when a buffer is full.
+        const ssize_t n = read(in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return Served::kEnded;
+        parser.Append(absl::string_view(buf, static_cast<size_t>(n)));
+        continue;
+      }
+      Header h{static_cast<uint32_t>(request.type), 0,
+               static_cast<uint64_t>(request.payload.size())};
+      std::string reply;
+      if (request.type == MessageType::kPlaceChunk) {
+        reply = RootChunk(request.payload);
+      } else {
+        if (!Broadcast(h, request.payload).ok()) return Served::kFailed;
+        reply = Handle(h.type, request.payload);
+      }
+      if (!WriteAll(out, reply)) return Served::kEnded;
+      if (request.type == MessageType::kShutdown) return Served::kShutdown;
+    }
+  }
+
+  static bool WriteAll(int fd, const std::string& bytes) {
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t w = write(fd, bytes.data() + done, bytes.size() - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return false;
+      done += static_cast<size_t>(w);
+    }
+    return true;
+  }
+
+  // A listening Unix socket at `path`, mode 0600; -1 on failure (printed).
+  static int Listen(const std::string& path) {
+    sockaddr_un addr = {};
+    addr.sun_family = AF_UNIX;
+    if (path.empty() || path.size() >= sizeof addr.sun_path) {
+      std::fprintf(stderr, "dpopt-mpi-pool: bad --listen path\n");
+      return -1;
+    }
+    std::memcpy(addr.sun_path, path.data(), path.size());
+    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const mode_t old = umask(077);  // the socket file is created 0600
+    const bool ok =
+        fd >= 0 &&
+        bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 &&
+        chmod(path.c_str(), 0600) == 0 && listen(fd, 4) == 0;
+    umask(old);
+    if (!ok) {
+      std::fprintf(stderr, "dpopt-mpi-pool: cannot listen on %s: %s\n",
+                   path.c_str(), std::strerror(errno));
+      if (fd >= 0) close(fd);
+      return -1;
+    }
+    return fd;
+  }
+
+  // Closes every open job on every rank (rank 0 knows the same ids).
+  void CloseAllJobs() {
+    std::vector<uint64_t> ids;
+    for (const auto& [id, job] : jobs_) ids.push_back(id);
+    for (uint64_t id : ids) {
+      const std::string payload = EncodeJobId(id);
+      const Header h{static_cast<uint32_t>(MessageType::kCloseJob), 0,
+                     static_cast<uint64_t>(payload.size())};
+      if (!Broadcast(h, payload).ok()) return;
+      Handle(h.type, payload);
+    }
+  }
+
   absl::Status Broadcast(Header h, const std::string& payload) {
     RETURN_IF_ERROR(
         Mpi(MPI_Bcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD), "broadcast"));
@@ -138,13 +237,6 @@ class PoolRank {
     return Mpi(MPI_Bcast(payload->data(), static_cast<int>(h->length), MPI_BYTE,
                          0, MPI_COMM_WORLD),
                "broadcast");
-  }
-
-  bool WriteReply(const std::string& reply) {
-    if (std::fwrite(reply.data(), 1, reply.size(), stdout) != reply.size()) {
-      return false;
-    }
-    return std::fflush(stdout) == 0;
   }
 
   static std::string Error(const absl::Status& s) {
@@ -448,7 +540,7 @@ class PoolRank {
 }  // namespace
 
 int PoolWorkerMain(int argc, char** argv, const PoolWorkerHooks& hooks) {
-  std::string store_dir;
+  std::string store_dir, listen_path;
   for (int i = 1; i < argc; ++i) {
     const absl::string_view a = argv[i];
     if (a == "--identify") {
@@ -457,6 +549,8 @@ int PoolWorkerMain(int argc, char** argv, const PoolWorkerHooks& hooks) {
     }
     if (absl::StartsWith(a, "--store=")) {
       store_dir = std::string(a.substr(8));
+    } else if (absl::StartsWith(a, "--listen=")) {
+      listen_path = std::string(a.substr(9));
     } else {
       std::fprintf(stderr, "dpopt-mpi-pool: unknown argument %s\n", argv[i]);
       return 2;
@@ -482,7 +576,9 @@ int PoolWorkerMain(int argc, char** argv, const PoolWorkerHooks& hooks) {
     return 1;
   }
   PoolRank pool_rank(rank, size, *std::move(store), hooks);
-  const int code = rank == 0 ? pool_rank.ServeRoot() : pool_rank.Follow();
+  const int code = rank != 0             ? pool_rank.Follow()
+                   : listen_path.empty() ? pool_rank.ServeRoot()
+                                         : pool_rank.ServeSocket(listen_path);
   if (code != 0) {
     MPI_Abort(MPI_COMM_WORLD, code);
     return code;

@@ -5,6 +5,7 @@
 // same model. Then placement and deletion on disk, and a rank's death.
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/common/child_process.h"
 #include "core/noise/testing/seeded_random.h"
 #include "core/optim/accelerated/accelerated.h"
 #include "core/optim/dp_sgd.h"
@@ -316,6 +318,69 @@ TEST(PoolTest, ARankThatDiesFailsTheJobAndThePoolRestartsWithItsShards) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<RowSums> sums2, again->Open(*objective));
   ASSERT_OK(sums2->ExactSum(w, &s));
   EXPECT_EQ(s.size(), 3);
+}
+
+// An operator's pool (mpirun started by hand, rank 0 listening on a Unix
+// socket): the server connects, places, runs, disconnects; the pool stays up
+// with its shards for the next connection.
+TEST(PoolTest, AnOperatorsPoolServesSuccessiveConnections) {
+  const std::string store = TempStore();
+  const std::string socket = store + "/pool.sock";
+  std::vector<std::string> argv = {"mpirun",
+                                   "-np",
+                                   "2",
+                                   "--oversubscribe",
+                                   DPOPT_POOL_TEST_WORKER,
+                                   "--test-seed=" + std::to_string(kPoolSeed),
+                                   "--store=" + store,
+                                   "--listen=" + socket};
+  std::vector<std::string> env;
+  if (geteuid() == 0) {
+    env = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ChildProcess> operator_pool,
+                       ChildProcess::Spawn(argv, env));
+  const absl::Time limit = absl::Now() + absl::Seconds(60);
+  while (!std::filesystem::exists(socket) && absl::Now() < limit) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  struct stat st;
+  ASSERT_EQ(stat(socket.c_str(), &st), 0) << "the pool never listened";
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  WorkerPoolOptions o;
+  o.connect = socket;
+  o.ranks = 2;
+  o.allow_testing_worker = true;
+  const Dataset dense = DenseRows(90, 4, 6);
+  const std::vector<NamedAlgorithm> jobs = GradientJobs(4);
+  {
+    WorkerPool pool(o);
+    ASSERT_OK(pool.Place("op-1", dense).status());
+    InProcessShards local(dense, 2);
+    ASSERT_OK_AND_ASSIGN(SolveResult expected,
+                         RunWith(*jobs[0].algorithm, dense, local));
+    std::unique_ptr<RemoteRows> remote = pool.RowsFor("op-1", 1);
+    ASSERT_OK_AND_ASSIGN(SolveResult got,
+                         RunWith(*jobs[0].algorithm, dense, *remote));
+    EXPECT_EQ(got.model.weights, expected.model.weights);
+  }
+  {
+    WorkerPool pool(o);  // a new connection: the shards are still placed
+    ASSERT_OK_AND_ASSIGN(auto objective, Objective::Create({}, 4));
+    std::unique_ptr<RemoteRows> rows = pool.RowsFor("op-1", 1);
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<RowSums> sums, rows->Open(*objective));
+    Eigen::VectorXd s;
+    ASSERT_OK(sums->ExactSum(Eigen::VectorXd::Zero(4), &s));
+    EXPECT_EQ(s.size(), 4);
+    sums.reset();
+    ASSERT_OK(pool.Drop("op-1").status());
+  }
+  o.ranks = 3;  // the operator's pool has 2
+  WorkerPool wrong(o);
+  EXPECT_THAT(wrong.EnsureStarted(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  operator_pool->Terminate();
 }
 
 TEST(PoolTest, AServerRefusesATestPoolUnlessAllowed) {
