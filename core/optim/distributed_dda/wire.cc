@@ -350,6 +350,11 @@ std::string EncodeShard(const Dataset& d) {
 }
 
 absl::StatusOr<Dataset> DecodeShard(absl::string_view bytes) {
+  return DecodeShard(bytes, kMaxVector);
+}
+
+absl::StatusOr<Dataset> DecodeShard(absl::string_view bytes,
+                                    int64_t max_values) {
   ASSIGN_OR_RETURN(WireReader r, WireReader::Open(bytes));
   ASSIGN_OR_RETURN(int64_t rows, r.I64());
   ASSIGN_OR_RETURN(int64_t dim, r.I64());
@@ -364,7 +369,7 @@ absl::StatusOr<Dataset> DecodeShard(absl::string_view bytes) {
   RETURN_IF_ERROR(r.F64s(y.data(), rows));
   const LabelKind lk = static_cast<LabelKind>(kind);
   if (!sparse) {
-    if (rows > 0 && dim > kMaxVector / rows) return Corrupt("bad shard size");
+    if (rows > 0 && dim > max_values / rows) return Corrupt("bad shard size");
     DenseRows x(rows, dim);
     for (int64_t i = 0; i < rows; ++i) {
       for (int64_t j = 0; j < dim; ++j) {

@@ -113,6 +113,10 @@ std::string EncodeWorkerJob(const WorkerJob& job);
 absl::StatusOr<WorkerJob> DecodeWorkerJob(absl::string_view bytes);
 std::string EncodeShard(const Dataset& shard);
 absl::StatusOr<Dataset> DecodeShard(absl::string_view bytes);
+// The same with at most `max_values` dense values (DecodeShard(bytes): 10^8,
+// a dp_dda node's bound).
+absl::StatusOr<Dataset> DecodeShard(absl::string_view bytes,
+                                    int64_t max_values);
 
 // Produces EncodeShard(rows `rows` of `data`) a piece at a time, reading the
 // rows in place (no copy of the shard, no string holding all of it).

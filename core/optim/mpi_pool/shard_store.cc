@@ -222,8 +222,12 @@ absl::StatusOr<Dataset> ShardStore::Load(absl::string_view id) const {
   if (map == MAP_FAILED) return Errno("mmap", path);
   madvise(map, static_cast<size_t>(st.st_size), MADV_SEQUENTIAL);
   absl::StatusOr<Dataset> shard =
-      distributed_dda::DecodeShard(absl::string_view(
-          static_cast<const char*>(map), static_cast<size_t>(st.st_size)));
+      // A placed shard has no size bound but its file's: every dense value
+      // takes 8 of its bytes.
+      distributed_dda::DecodeShard(
+          absl::string_view(static_cast<const char*>(map),
+                            static_cast<size_t>(st.st_size)),
+          static_cast<int64_t>(st.st_size / 8));
   munmap(map, static_cast<size_t>(st.st_size));
   if (!shard.ok()) return absl::DataLossError("a stored shard is malformed");
   return shard;
