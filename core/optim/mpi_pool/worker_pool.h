@@ -110,6 +110,9 @@ class WorkerPool {
   // status). Restarts nothing: EnsureStarted does.
   absl::StatusOr<Message> Call(MessageType type, const std::string& payload)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Message> Call(MessageType type, const std::string& payload,
+                               absl::Duration timeout)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status StartLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

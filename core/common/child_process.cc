@@ -1,0 +1,156 @@
+#include "core/common/child_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+extern char** environ;
+
+namespace dpopt {
+namespace {
+
+void CloseFd(int* fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+int PollMs(absl::Time deadline) {
+  const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
+  return static_cast<int>(std::clamp<int64_t>(left + 1, 0, 1000));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
+    const std::vector<std::string>& argv_strings,
+    const std::vector<std::string>& extra_env) {
+  if (argv_strings.empty()) return absl::InvalidArgumentError("empty argv");
+  std::vector<std::string> args = argv_strings;
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  for (const auto& e : extra_env) env_strings.push_back(e);
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  int in[2], out[2];
+  if (pipe2(in, O_CLOEXEC) != 0) {
+    return absl::UnavailableError(absl::StrCat("pipe2: ", strerror(errno)));
+  }
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    close(in[0]);
+    close(in[1]);
+    return absl::UnavailableError(absl::StrCat("pipe2: ", strerror(errno)));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  pid_t pid = -1;
+  const int rc =
+      posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  close(in[0]);
+  close(out[1]);
+  if (rc != 0) {
+    close(in[1]);
+    close(out[0]);
+    return absl::UnavailableError(
+        absl::StrCat("could not start ", argv_strings[0], ": ", strerror(rc)));
+  }
+  fcntl(in[1], F_SETFL, O_NONBLOCK);
+  fcntl(out[0], F_SETFL, O_NONBLOCK);
+  return std::unique_ptr<ChildProcess>(new ChildProcess(pid, in[1], out[0]));
+}
+
+ChildProcess::~ChildProcess() { Terminate(); }
+
+absl::Status ChildProcess::Write(absl::string_view bytes, absl::Time deadline) {
+  // SIGPIPE is blocked on this thread while writing: a child that exited
+  // makes write() fail with EPIPE instead of killing the caller.
+  sigset_t pipe_set, old;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  absl::Status status;
+  size_t done = 0;
+  while (done < bytes.size()) {
+    if (in_ < 0) {
+      status = absl::UnavailableError("the worker pool's input is closed");
+      break;
+    }
+    if (absl::Now() >= deadline) {
+      status = absl::UnavailableError("the worker pool stopped reading");
+      break;
+    }
+    pollfd fd = {in_, POLLOUT, 0};
+    if (poll(&fd, 1, PollMs(deadline)) <= 0) continue;
+    const ssize_t w = write(in_, bytes.data() + done, bytes.size() - done);
+    if (w > 0) {
+      done += static_cast<size_t>(w);
+    } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+      CloseFd(&in_);
+    }
+  }
+  const timespec zero = {0, 0};
+  while (sigtimedwait(&pipe_set, nullptr, &zero) > 0) {
+  }  // consume a pending SIGPIPE of ours
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return status;
+}
+
+absl::Status ChildProcess::ReadSome(std::string* out, absl::Time deadline) {
+  char buf[65536];
+  while (out_ >= 0) {
+    if (absl::Now() >= deadline) {
+      return absl::UnavailableError("no reply from the worker pool in time");
+    }
+    pollfd fd = {out_, POLLIN, 0};
+    if (poll(&fd, 1, PollMs(deadline)) <= 0) continue;
+    const ssize_t r = read(out_, buf, sizeof buf);
+    if (r > 0) {
+      out->append(buf, static_cast<size_t>(r));
+      return absl::OkStatus();
+    }
+    if (r == 0 || (errno != EAGAIN && errno != EINTR)) CloseFd(&out_);
+  }
+  return absl::UnavailableError("the worker pool exited");
+}
+
+int ChildProcess::Terminate() {
+  CloseFd(&in_);
+  CloseFd(&out_);
+  if (reaped_) return status_;
+  reaped_ = true;
+  kill(-pid_, SIGTERM);
+  const absl::Time limit = absl::Now() + absl::Seconds(3);
+  while (absl::Now() < limit) {
+    if (waitpid(pid_, &status_, WNOHANG) == pid_) {
+      kill(-pid_, SIGKILL);  // stragglers in the group
+      return status_;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  kill(-pid_, SIGKILL);
+  waitpid(pid_, &status_, 0);
+  return status_;
+}
+
+}  // namespace dpopt
