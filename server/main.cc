@@ -26,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/common/status_macros.h"
+#include "core/optim/mpi_pool/worker_pool.h"
 #include "server/auth.h"
 #include "server/event_log.h"
 #include "server/server.h"
@@ -595,7 +596,8 @@ int main(int argc, char** argv) {
     }
     // Never allow_testing_worker: only the production pool program (secure
     // generators) serves this server.
-    o.mpi_pool = p;
+    o.mpi_pool =
+        std::make_shared<const dpopt::optim::mpi_pool::WorkerPoolOptions>(p);
   } else if (!absl::GetFlag(FLAGS_mpi_pool_worker).empty() ||
              !absl::GetFlag(FLAGS_mpi_pool_store).empty()) {
     std::cerr << "dpopt-server: --mpi-pool-worker and --mpi-pool-store need "

@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "core/common/address.h"
 #include "core/common/status_macros.h"
+#include "core/optim/mpi_pool/worker_pool.h"
 #include "core/optim/parallel.h"
 #include "google/protobuf/descriptor.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -159,7 +160,7 @@ absl::Status ServerOptions::Validate() const {
         "--insecure if a trusted proxy terminates TLS"));
   }
   RETURN_IF_ERROR(metrics.Validate());
-  if (mpi_pool.has_value()) {
+  if (mpi_pool != nullptr) {
     optim::mpi_pool::WorkerPoolOptions pool = *mpi_pool;
     pool.store_dir = PoolStoreDir();
     absl::Status valid = pool.Validate();
@@ -172,7 +173,7 @@ absl::Status ServerOptions::Validate() const {
 }
 
 std::string ServerOptions::PoolStoreDir() const {
-  if (mpi_pool.has_value() && !mpi_pool->store_dir.empty()) {
+  if (mpi_pool != nullptr && !mpi_pool->store_dir.empty()) {
     return mpi_pool->store_dir;
   }
   std::error_code ec;
@@ -237,7 +238,7 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   TraceHub::Options hub_options;
   hub_options.max_buffered_bytes_per_watcher = options.max_watch_buffer_bytes;
   s->hub_ = std::make_unique<TraceHub>(hub_options);
-  if (options.mpi_pool.has_value()) {
+  if (options.mpi_pool != nullptr) {
     // The pool starts with the server: a server that was asked for a pool
     // and cannot start it does not start either.
     optim::mpi_pool::WorkerPoolOptions pool = *options.mpi_pool;

@@ -12,7 +12,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/optim/mpi_pool/worker_pool.h"
 #include "core/optim/mpi_settings.h"
 #include "grpcpp/grpcpp.h"
 #include "server/job_limits.h"
@@ -26,6 +25,11 @@ namespace dpopt::storage {
 class Database;
 class FileLock;
 }  // namespace dpopt::storage
+
+namespace dpopt::optim::mpi_pool {
+struct WorkerPoolOptions;  // core/optim/mpi_pool/worker_pool.h
+class WorkerPool;
+}  // namespace dpopt::optim::mpi_pool
 
 namespace dpopt::server {
 
@@ -112,10 +116,11 @@ struct ServerOptions {
   std::optional<optim::MpiSettings> mpi;
   // The MPI worker pool (--mpi-pool=N and friends): started with the server
   // (a pool that does not start stops the start), used by PlaceDataset and
-  // by jobs with JobSpec.execution = EXECUTION_MPI_POOL; unset = no pool.
+  // by jobs with JobSpec.execution = EXECUTION_MPI_POOL; null = no pool.
   // An empty store_dir is PoolStoreDir()'s default. The server's flags
-  // never set allow_testing_worker (tests set it here).
-  std::optional<optim::mpi_pool::WorkerPoolOptions> mpi_pool;
+  // never set allow_testing_worker (tests set it here). (A pointer so that
+  // this header needs no Eigen: the console includes it after cpp-httplib.)
+  std::shared_ptr<const optim::mpi_pool::WorkerPoolOptions> mpi_pool;
   // The ledger's high-water mark (storage/ledger_mark.h). Empty: db_path +
   // ".ledger-mark". The server refuses a database whose ledger is behind it.
   std::string ledger_mark_file;

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/optim/gradient_sums.h"
+#include "core/optim/mpi_pool/worker_pool.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -117,7 +118,8 @@ class MpiPoolServerTest : public ::testing::Test {
           // Tests only: the test pool program (the server's flags never set
           // this; a production server refuses any other pool).
           p.allow_testing_worker = true;
-          o.mpi_pool = p;
+          o.mpi_pool =
+              std::make_shared<const optim::mpi_pool::WorkerPoolOptions>(p);
         });
     ASSERT_TRUE(
         server_->Import(SmallCsvHeader("placed", 100), SmallCsv(kRows)).ok());
