@@ -213,7 +213,7 @@ TEST_F(MpiPoolServerTest, PlacesRunsRefusesAndDeletes) {
     EXPECT_EQ(LedgerEntries(s, "placed"), before + 1);
     grpc::ClientContext ctx;
     v1::GetJobResultRequest req;
-    req.set_job_id(job.id());
+    req.set_id(job.id());
     v1::JobResult result;
     ASSERT_TRUE(s.jobs().GetJobResult(&ctx, req, &result).ok());
     ASSERT_EQ(result.model().weights_size(), 2);
