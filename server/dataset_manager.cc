@@ -259,7 +259,24 @@ absl::StatusOr<std::vector<v1::RankShard>> DatasetManager::DropPlacement(
     const storage::DatasetRecord& record) {
   ASSIGN_OR_RETURN(std::optional<storage::DatasetPlacement> placement,
                    db_->datasets().FindPlacement(record.id));
-  if (!placement.has_value()) return std::vector<v1::RankShard>();
+  if (!placement.has_value()) {
+    // Not placed as far as this database knows. A pool may still hold its
+    // shards (a backup restored from before the placement forgot it): with
+    // a pool, ask every rank anyway, and report the shards found; a pool
+    // that is unavailable does not hold up the deletion of a dataset that
+    // is not recorded as placed.
+    std::vector<v1::RankShard> found;
+    if (pool_ == nullptr || !pool_->EnsureStarted().ok()) return found;
+    absl::StatusOr<std::vector<optim::mpi_pool::RankReport>> reports =
+        pool_->Drop(PoolDatasetId(record));
+    if (!reports.ok()) return found;
+    bool any = false;
+    for (const auto& report : *reports) any = any || report.count > 0;
+    if (any) {
+      for (const auto& report : *reports) found.push_back(RankShardOf(report));
+    }
+    return found;
+  }
   RETURN_IF_ERROR(CheckPlacementDroppable(record));
   const int ranks = pool_->options().ranks;
   absl::StatusOr<std::vector<optim::mpi_pool::RankReport>> reports =

@@ -73,10 +73,12 @@ class DatasetManager {
   // is deleted while it is being placed, the new shards are dropped again.
   absl::StatusOr<v1::PlaceDatasetResponse> Place(const std::string& name);
   // Deletes the shards of `record` from the pool if it is placed (every
-  // rank's confirmation) and forgets its placement; an empty list if it was
-  // not placed. UNAVAILABLE (nothing deleted) when it is placed but this
-  // server has no pool or the pool cannot be reached; FAILED_PRECONDITION
-  // when it was placed on more ranks than the pool has now.
+  // rank's confirmation) and forgets its placement. If it is not recorded
+  // as placed and the server has a pool, asks the ranks anyway (best
+  // effort) and returns their reports only if some rank held a shard;
+  // otherwise an empty list. UNAVAILABLE (nothing deleted) when it is placed
+  // but this server has no pool or the pool cannot be reached;
+  // FAILED_PRECONDITION when it was placed on more ranks than the pool has now.
   absl::StatusOr<std::vector<v1::RankShard>> DropPlacement(
       const storage::DatasetRecord& record);
   // DropPlacement's checks without dropping anything (the pool is started

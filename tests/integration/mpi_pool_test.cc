@@ -6,7 +6,8 @@
 // unreadable first; an in-process control job fails on them), charges it
 // once, refuses before charging a line-search job on the pool and a job on
 // an unplaced dataset, refuses PlaceDataset to an analyst, and deletes the
-// shards with the dataset (every rank confirms; the store is empty after).
+// shards with the dataset (every rank confirms; the store is empty after),
+// also when the database forgot the placement.
 // Without a pool, pool requests are refused: access_test.cc and the Python
 // client's tests.
 #include <sqlite3.h>
@@ -326,6 +327,33 @@ TEST_F(MpiPoolServerTest, DeletionWithoutThePoolIsRefusedAndDeletesNothing) {
     const grpc::Status st = s.datasets().DeleteDataset(&ctx, req, &out);
     ASSERT_TRUE(st.ok()) << st.error_message();
     EXPECT_EQ(out.pool_shards_deleted_size(), kRanks);
+  }
+  EXPECT_EQ(FilesUnder(store_), 0);
+}
+
+// Shards the database does not know about (a backup restored from before
+// the placement) are still dropped with the dataset when the server has a
+// pool.
+TEST_F(MpiPoolServerTest, ForgottenShardsAreDroppedWithTheDataset) {
+  TestServer& s = *server_;
+  {
+    grpc::ClientContext ctx;
+    v1::PlaceDatasetRequest req;
+    req.set_name("placed");
+    v1::PlaceDatasetResponse out;
+    ASSERT_TRUE(s.datasets().PlaceDataset(&ctx, req, &out).ok());
+  }
+  ASSERT_GE(FilesUnder(store_), kRanks);
+  Sql(s.db_path(), "DELETE FROM dataset_placements");
+  grpc::ClientContext ctx;
+  v1::DeleteDatasetRequest req;
+  req.set_name("placed");
+  v1::DeleteDatasetResponse out;
+  const grpc::Status st = s.datasets().DeleteDataset(&ctx, req, &out);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(out.pool_shards_deleted_size(), kRanks);
+  for (const v1::RankShard& shard : out.pool_shards_deleted()) {
+    EXPECT_EQ(shard.rows(), 1) << shard.rank();
   }
   EXPECT_EQ(FilesUnder(store_), 0);
 }
