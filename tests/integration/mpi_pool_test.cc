@@ -7,7 +7,8 @@
 // once, refuses before charging a line-search job on the pool and a job on
 // an unplaced dataset, refuses PlaceDataset to an analyst, and deletes the
 // shards with the dataset (every rank confirms; the store is empty after),
-// also when the database forgot the placement.
+// also when the database forgot the placement; a rank's death fails the
+// running job, which stays charged.
 // Without a pool, pool requests are refused: access_test.cc and the Python
 // client's tests.
 #include <sqlite3.h>
@@ -15,6 +16,7 @@
 #include <cmath>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -116,6 +118,7 @@ class MpiPoolServerTest : public ::testing::Test {
           p.ranks = kRanks;
           p.store_dir = store;
           p.mpirun_args = {"--oversubscribe"};
+          p.worker_args = worker_args_;
           // Tests only: the test pool program (the server's flags never set
           // this; a production server refuses any other pool).
           p.allow_testing_worker = true;
@@ -135,6 +138,8 @@ class MpiPoolServerTest : public ::testing::Test {
   std::filesystem::path store_;
   // Restarts of server_ start no pool while set.
   bool without_pool_ = false;
+  // The test pool's arguments at the next start.
+  std::vector<std::string> worker_args_;
   std::unique_ptr<TestServer> server_;
 };
 
@@ -356,6 +361,36 @@ TEST_F(MpiPoolServerTest, ForgottenShardsAreDroppedWithTheDataset) {
     EXPECT_EQ(shard.rows(), 1) << shard.rank();
   }
   EXPECT_EQ(FilesUnder(store_), 0);
+}
+
+// A rank that dies during a pool job fails the job, which stays charged
+// (as every job that started); the server keeps serving.
+TEST_F(MpiPoolServerTest, ARankDyingMidJobFailsTheJobWhichStaysCharged) {
+  TestServer& s = *server_;
+  s.Stop();
+  worker_args_ = {"--test-fault=die:1:5"};  // rank 1 dies after 5 sums
+  s.Start();
+  {
+    grpc::ClientContext ctx;
+    v1::PlaceDatasetRequest req;
+    req.set_name("placed");
+    v1::PlaceDatasetResponse out;
+    const grpc::Status st = s.datasets().PlaceDataset(&ctx, req, &out);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  v1::Job job;
+  const grpc::Status st = Submit(s, PoolDpSgd("placed"), &job);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  const v1::Job done = s.WaitForJob(job.id(), 120);
+  EXPECT_EQ(done.state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(done.message(), HasSubstr("UNAVAILABLE"));
+  EXPECT_LT(done.steps_done(), 40);
+  EXPECT_EQ(LedgerEntries(s, "placed"), 1);
+  grpc::ClientContext ctx;
+  v1::GetDatasetRequest req;
+  req.set_name("placed");
+  v1::DatasetInfo info;
+  EXPECT_TRUE(s.datasets().GetDataset(&ctx, req, &info).ok());
 }
 
 }  // namespace
