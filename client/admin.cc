@@ -520,9 +520,8 @@ std::vector<Command> AdminCommands() {
        TokenList},
       {"dataset delete",
        "NAME",
-       "erase a dataset's rows for good, keeping its ledger (curator); a "
-       "dataset placed on the worker pool loses its shards first (refused, "
-       "nothing deleted, while the pool is unavailable)",
+       "erase a dataset's rows for good, keeping its ledger (curator); also "
+       "its worker-pool shards (refused while the pool is unavailable)",
        {{"yes", true, "confirm the deletion"}},
        DatasetDelete},
       {"grant add",

@@ -452,12 +452,10 @@ std::vector<Command> DatasetCommands() {
        DatasetShow},
       {"dataset place",
        "NAME",
-       "place a dataset on the server's MPI worker pool (curator): the "
-       "server reads its rows once and sends each rank of the pool "
-       "(dpopt-server --mpi-pool=N) one contiguous shard, which the rank "
-       "keeps on its host; jobs with \"execution\": \"EXECUTION_MPI_POOL\" "
-       "then read their rows there. Placing again replaces the shards; "
-       "deleting the dataset deletes them. Prints every rank's host and rows",
+       "place a dataset on the server's MPI worker pool (curator): each rank "
+       "keeps one shard on its host for jobs with \"execution\": "
+       "\"EXECUTION_MPI_POOL\"; prints every rank's host and rows (placing "
+       "again replaces the shards, deleting the dataset deletes them)",
        {},
        DatasetPlace},
   };
