@@ -23,11 +23,6 @@ void CloseFd(int* fd) {
   *fd = -1;
 }
 
-int PollMs(absl::Time deadline) {
-  const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
-  return static_cast<int>(std::clamp<int64_t>(left + 1, 0, 1000));
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
@@ -83,55 +78,11 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
 ChildProcess::~ChildProcess() { Terminate(); }
 
 absl::Status ChildProcess::Write(absl::string_view bytes, absl::Time deadline) {
-  // SIGPIPE is blocked on this thread while writing: a child that exited
-  // makes write() fail with EPIPE instead of killing the caller.
-  sigset_t pipe_set, old;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-  absl::Status status;
-  size_t done = 0;
-  while (done < bytes.size()) {
-    if (in_ < 0) {
-      status = absl::UnavailableError("the worker pool's input is closed");
-      break;
-    }
-    if (absl::Now() >= deadline) {
-      status = absl::UnavailableError("the worker pool stopped reading");
-      break;
-    }
-    pollfd fd = {in_, POLLOUT, 0};
-    if (poll(&fd, 1, PollMs(deadline)) <= 0) continue;
-    const ssize_t w = write(in_, bytes.data() + done, bytes.size() - done);
-    if (w > 0) {
-      done += static_cast<size_t>(w);
-    } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
-      CloseFd(&in_);
-    }
-  }
-  const timespec zero = {0, 0};
-  while (sigtimedwait(&pipe_set, nullptr, &zero) > 0) {
-  }  // consume a pending SIGPIPE of ours
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  return status;
+  return WriteAllFd(&in_, bytes, deadline);
 }
 
 absl::Status ChildProcess::ReadSome(std::string* out, absl::Time deadline) {
-  char buf[65536];
-  while (out_ >= 0) {
-    if (absl::Now() >= deadline) {
-      return absl::UnavailableError("no reply from the worker pool in time");
-    }
-    pollfd fd = {out_, POLLIN, 0};
-    if (poll(&fd, 1, PollMs(deadline)) <= 0) continue;
-    const ssize_t r = read(out_, buf, sizeof buf);
-    if (r > 0) {
-      out->append(buf, static_cast<size_t>(r));
-      return absl::OkStatus();
-    }
-    if (r == 0 || (errno != EAGAIN && errno != EINTR)) CloseFd(&out_);
-  }
-  return absl::UnavailableError("the worker pool exited");
+  return ReadSomeFd(&out_, out, deadline);
 }
 
 int ChildProcess::Terminate() {

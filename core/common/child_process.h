@@ -14,30 +14,32 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "core/common/byte_channel.h"
 
 namespace dpopt {
 
-class ChildProcess {
+class ChildProcess final : public ByteChannel {
  public:
   // Starts argv[0] (looked up in PATH) with the caller's environment plus
   // `extra_env` ("NAME=value"). UNAVAILABLE if it cannot be started.
   static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(
       const std::vector<std::string>& argv,
       const std::vector<std::string>& extra_env);
-  ~ChildProcess();  // Terminate()
+  ~ChildProcess() override;  // Terminate()
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   // Writes all of `bytes` to the child's standard input. UNAVAILABLE if the
   // child stopped reading (exited) or the deadline passed first.
-  absl::Status Write(absl::string_view bytes, absl::Time deadline);
+  absl::Status Write(absl::string_view bytes, absl::Time deadline) override;
   // Appends what the child wrote to its standard output, waiting until at
   // least one byte came or the deadline passed. UNAVAILABLE at the end of
   // its output (it exited) or at the deadline.
-  absl::Status ReadSome(std::string* out, absl::Time deadline);
+  absl::Status ReadSome(std::string* out, absl::Time deadline) override;
   // Ends the process group: SIGTERM, SIGKILL after 3 s; reaps the child.
   // Returns its wait status (idempotent; later calls return the first).
   int Terminate();
+  void Close() override { Terminate(); }
   pid_t pid() const { return pid_; }
 
  private:

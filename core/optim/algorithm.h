@@ -42,7 +42,7 @@
 namespace dpopt::optim {
 
 class NoiseAdder;  // core/optim/private_oracle.h
-class RemoteRows;  // core/optim/gradient_sums.h
+class RemoteRows;  // core/optim/row_sums.h
 
 namespace testing {
 class SolveContextTestPeer;  // core/optim/testing/, never in the server

@@ -186,10 +186,9 @@ class DpSgd final : public Algorithm {
     }
     PlannedReleases budget;
     budget.Allow(step_event, calibration.steps);
-    ASSIGN_OR_RETURN(
-        std::unique_ptr<PrivateGradientOracle> oracle,
-        PrivateGradientOracle::Create(data, *objective, calibration.rows,
-                                      context, budget));
+    ASSIGN_OR_RETURN(std::unique_ptr<PrivateGradientOracle> oracle,
+                     PrivateGradientOracle::Create(
+                         data, *objective, calibration.rows, context, budget));
     DpSgdMethod method(
         query, {options_.learning_rate, options_.momentum, options_.model.l1},
         p);

@@ -77,10 +77,9 @@ class NonPrivateGd final : public Algorithm {
     if (context.rng == nullptr) {
       return absl::FailedPreconditionError("no random source");
     }
-    ASSIGN_OR_RETURN(
-        std::unique_ptr<PrivateGradientOracle> oracle,
-        PrivateGradientOracle::Create(data, *objective, calibration.rows,
-                                      context, budget));
+    ASSIGN_OR_RETURN(std::unique_ptr<PrivateGradientOracle> oracle,
+                     PrivateGradientOracle::Create(
+                         data, *objective, calibration.rows, context, budget));
     GdMethod method({options_.learning_rate, 0.0, options_.model.l1},
                     objective->parameter_size());
     return SolveLoop::Run({calibration.steps}, method, *oracle, budget,

@@ -105,46 +105,63 @@ PrivateGradientOracle::Create(const Dataset& data, const Objective& objective,
                               int64_t public_rows, noise::RandomSource& rng,
                               const NoiseAdder& noise, ReleaseBudget& budget) {
   RETURN_IF_ERROR(objective.CheckDataset(data));
-  return Create(std::make_unique<LocalGradientSums>(data, objective, rng),
-                objective, public_rows, rng, noise, budget);
+  return Create(std::make_unique<LocalRowSums>(data, objective, rng), objective,
+                public_rows, rng, noise, budget);
+}
+
+absl::StatusOr<std::unique_ptr<RowSums>> OpenRunRows(const Dataset& data,
+                                                     const Objective& objective,
+                                                     SolveContext& context) {
+  if (context.rng == nullptr) {
+    return absl::FailedPreconditionError("no random source");
+  }
+  if (context.remote_rows != nullptr) {
+    return context.remote_rows->Open(objective);
+  }
+  RETURN_IF_ERROR(objective.CheckDataset(data));
+  return std::make_unique<LocalRowSums>(data, objective, *context.rng);
 }
 
 absl::StatusOr<std::unique_ptr<PrivateGradientOracle>>
 PrivateGradientOracle::Create(const Dataset& data, const Objective& objective,
                               int64_t public_rows, SolveContext& context,
                               ReleaseBudget& budget) {
-  if (context.rng == nullptr) {
-    return absl::FailedPreconditionError("no random source");
-  }
-  if (context.remote_rows == nullptr) {
-    return Create(data, objective, public_rows, *context.rng, context.noise(),
-                  budget);
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<GradientSums> sums,
-                   context.remote_rows->Open(objective));
+  ASSIGN_OR_RETURN(std::unique_ptr<RowSums> sums,
+                   OpenRunRows(data, objective, context));
   return Create(std::move(sums), objective, public_rows, *context.rng,
                 context.noise(), budget);
 }
 
 absl::StatusOr<std::unique_ptr<PrivateGradientOracle>>
-PrivateGradientOracle::Create(std::unique_ptr<GradientSums> sums,
+PrivateGradientOracle::Create(std::unique_ptr<RowSums> sums,
                               const Objective& objective, int64_t public_rows,
                               noise::RandomSource& rng, const NoiseAdder& noise,
                               ReleaseBudget& budget) {
   if (public_rows < 1) {
     return absl::InvalidArgumentError("public row count must be >= 1");
   }
+  RowSums& borrowed = *sums;
   return std::unique_ptr<PrivateGradientOracle>(new PrivateGradientOracle(
-      std::move(sums), objective, public_rows, rng, noise, budget));
+      std::move(sums), borrowed, objective, public_rows, rng, noise, budget));
 }
 
-PrivateGradientOracle::PrivateGradientOracle(std::unique_ptr<GradientSums> sums,
-                                             const Objective& objective,
-                                             int64_t public_rows,
-                                             noise::RandomSource& rng,
-                                             const NoiseAdder& noise,
-                                             ReleaseBudget& budget)
-    : sums_(std::move(sums)),
+absl::StatusOr<std::unique_ptr<PrivateGradientOracle>>
+PrivateGradientOracle::Create(RowSums& sums, const Objective& objective,
+                              int64_t public_rows, noise::RandomSource& rng,
+                              const NoiseAdder& noise, ReleaseBudget& budget) {
+  if (public_rows < 1) {
+    return absl::InvalidArgumentError("public row count must be >= 1");
+  }
+  return std::unique_ptr<PrivateGradientOracle>(new PrivateGradientOracle(
+      nullptr, sums, objective, public_rows, rng, noise, budget));
+}
+
+PrivateGradientOracle::PrivateGradientOracle(
+    std::unique_ptr<RowSums> owned, RowSums& sums, const Objective& objective,
+    int64_t public_rows, noise::RandomSource& rng, const NoiseAdder& noise,
+    ReleaseBudget& budget)
+    : owned_sums_(std::move(owned)),
+      sums_(sums),
       objective_(objective),
       public_rows_(public_rows),
       rng_(rng),
@@ -179,7 +196,7 @@ absl::Status PrivateGradientOracle::GaussianGradient(
   }
   ASSIGN_OR_RETURN(const GaussianRelease* release, GaussianReleaseFor(query));
   RETURN_IF_ERROR(budget_.Charge(release->event));  // before any data access
-  RETURN_IF_ERROR(sums_->ClippedSum(
+  RETURN_IF_ERROR(sums_.ClippedSum(
       {query.sampling_rate, Objective::ClipNorm::kL2, query.clip_norm}, w,
       &sum_));
   RETURN_IF_ERROR(noise_.AddGaussian(release->plan, rng_, sum_));
@@ -202,7 +219,7 @@ absl::Status PrivateGradientOracle::LaplaceGradient(
       noise::LaplacePlan plan,
       noise::PlanLaplace(query.clip_norm, query.scale_multiplier, p));
   RETURN_IF_ERROR(budget_.Charge(event));
-  RETURN_IF_ERROR(sums_->ClippedSum(
+  RETURN_IF_ERROR(sums_.ClippedSum(
       {query.sampling_rate, Objective::ClipNorm::kL1, query.clip_norm}, w,
       &sum_));
   RETURN_IF_ERROR(noise_.AddLaplace(plan, rng_, sum_));
@@ -218,7 +235,7 @@ absl::Status PrivateGradientOracle::ExactGradient(
     return absl::InvalidArgumentError("iterate has the wrong size");
   }
   RETURN_IF_ERROR(budget_.Charge(privacy::DpEvent::NoOp()));
-  RETURN_IF_ERROR(sums_->ExactSum(w, &sum_));
+  RETURN_IF_ERROR(sums_.ExactSum(w, &sum_));
   *g = sum_ / static_cast<double>(public_rows_);
   objective_.AddSmoothRegularizerGradient(w, *g);
   return absl::OkStatus();

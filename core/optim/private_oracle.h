@@ -29,8 +29,8 @@
 // the event PoissonSampled(q, DiscreteLaplace(b_mult))
 // (LaplaceGradientEvent()).
 //
-// Where the rows are: steps 1-3 are a GradientSums (gradient_sums.h): the
-// rows of the job's dataset in this process (LocalGradientSums, sampled with
+// Where the rows are: steps 1-3 are a RowSums (row_sums.h): the
+// rows of the job's dataset in this process (LocalRowSums, sampled with
 // the run's generator), or the shards placed on an MPI worker pool, each
 // rank sampling its own rows with its own secure generator and the sums
 // added in rank order (SolveContext::remote_rows). The charge (before) and
@@ -61,9 +61,9 @@
 #include "core/noise/random.h"
 #include "core/noise/vector_mechanisms.h"
 #include "core/optim/algorithm.h"
-#include "core/optim/gradient_sums.h"
 #include "core/optim/objective.h"
 #include "core/optim/release_budget.h"
+#include "core/optim/row_sums.h"
 #include "core/privacy/dp_event.h"
 
 namespace dpopt::optim {
@@ -106,6 +106,14 @@ absl::StatusOr<privacy::DpEvent> GaussianGradientEvent(
 absl::StatusOr<privacy::DpEvent> LaplaceGradientEvent(
     const LaplaceGradientQuery& query, int64_t parameter_size);
 
+// The rows of a run, as its oracles read them: LocalRowSums over `data`
+// sampled with *context.rng (after objective.CheckDataset(data)), or, when
+// context.remote_rows is set, the remote rows opened for `objective`
+// (`data` then holds no rows and is not read). REQUIRES: context.rng.
+absl::StatusOr<std::unique_ptr<RowSums>> OpenRunRows(const Dataset& data,
+                                                     const Objective& objective,
+                                                     SolveContext& context);
+
 class PrivateGradientOracle {
  public:
   // `public_rows` is the curator-declared row count n used to normalise.
@@ -123,11 +131,15 @@ class PrivateGradientOracle {
   static absl::StatusOr<std::unique_ptr<PrivateGradientOracle>> Create(
       const Dataset& data, const Objective& objective, int64_t public_rows,
       SolveContext& context, ReleaseBudget& budget);
-  // Rows read through `sums`; noise from `rng`.
+  // Rows read through `sums` (owned, or borrowed: it must then outlive the
+  // oracle); noise from `rng`.
   static absl::StatusOr<std::unique_ptr<PrivateGradientOracle>> Create(
-      std::unique_ptr<GradientSums> sums, const Objective& objective,
+      std::unique_ptr<RowSums> sums, const Objective& objective,
       int64_t public_rows, noise::RandomSource& rng, const NoiseAdder& noise,
       ReleaseBudget& budget);
+  static absl::StatusOr<std::unique_ptr<PrivateGradientOracle>> Create(
+      RowSums& sums, const Objective& objective, int64_t public_rows,
+      noise::RandomSource& rng, const NoiseAdder& noise, ReleaseBudget& budget);
 
   // *g = (sum_{i in B} clip_C(grad_i(w)) + noise) / (q n) + l2 w, as above.
   // Charges GaussianGradientEvent(query) first. Errors: INVALID_ARGUMENT
@@ -152,12 +164,13 @@ class PrivateGradientOracle {
   int64_t public_rows() const { return public_rows_; }
 
  private:
-  PrivateGradientOracle(std::unique_ptr<GradientSums> sums,
+  PrivateGradientOracle(std::unique_ptr<RowSums> owned, RowSums& sums,
                         const Objective& objective, int64_t public_rows,
                         noise::RandomSource& rng, const NoiseAdder& noise,
                         ReleaseBudget& budget);
 
-  std::unique_ptr<GradientSums> sums_;
+  std::unique_ptr<RowSums> owned_sums_;  // null when borrowed
+  RowSums& sums_;
   const Objective& objective_;
   const int64_t public_rows_;
   noise::RandomSource& rng_;

@@ -431,20 +431,18 @@ absl::StatusOr<SolveResult> RunDpLineSearch(const DpLineSearchOptions& options,
     return absl::FailedPreconditionError(
         "calibration event is not this job's reservation");
   }
-  if (context.remote_rows != nullptr) {
-    // The noisy line search's loss sums are read in this process
-    // (LineSearchOracle); the job type does not declare MPI execution.
-    return absl::FailedPreconditionError(
-        "the line-search family does not run on an MPI worker pool");
-  }
   ASSIGN_OR_RETURN(std::unique_ptr<JobPrivacyFilter> filter,
                    JobPrivacyFilter::Create(calibration.event));
+  // One set of rows for both oracles: the gradient releases and the noisy
+  // line search's loss sums (in this process, or on a worker pool).
+  ASSIGN_OR_RETURN(std::unique_ptr<RowSums> rows,
+                   OpenRunRows(data, *objective, context));
   ASSIGN_OR_RETURN(
       std::unique_ptr<PrivateGradientOracle> oracle,
-      PrivateGradientOracle::Create(data, *objective, calibration.rows,
+      PrivateGradientOracle::Create(*rows, *objective, calibration.rows,
                                     *context.rng, context.noise(), *filter));
   ASSIGN_OR_RETURN(std::unique_ptr<LineSearchOracle> searcher,
-                   LineSearchOracle::Create(data, *objective, calibration.rows,
+                   LineSearchOracle::Create(*rows, *objective, calibration.rows,
                                             *context.rng, svt_noise, *filter));
   LineSearchRunStats local;
   LineSearchRunStats& s = stats != nullptr ? *stats : local;

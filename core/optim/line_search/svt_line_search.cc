@@ -253,12 +253,13 @@ absl::Status SvtQuery::Validate() const {
   return absl::OkStatus();
 }
 
-LineSearchOracle::LineSearchOracle(const Dataset& data,
-                                   const Objective& objective,
+LineSearchOracle::LineSearchOracle(std::unique_ptr<RowSums> owned,
+                                   RowSums& rows, const Objective& objective,
                                    int64_t public_rows,
                                    noise::RandomSource& rng,
                                    const SvtNoise& noise, ReleaseBudget& budget)
-    : data_(data),
+    : owned_rows_(std::move(owned)),
+      rows_(rows),
       objective_(objective),
       public_rows_(public_rows),
       rng_(rng),
@@ -269,6 +270,18 @@ absl::StatusOr<std::unique_ptr<LineSearchOracle>> LineSearchOracle::Create(
     const Dataset& data, const Objective& objective, int64_t public_rows,
     noise::RandomSource& rng, const SvtNoise& noise, ReleaseBudget& budget) {
   RETURN_IF_ERROR(objective.CheckDataset(data));
+  auto rows = std::make_unique<LocalRowSums>(data, objective, rng);
+  RowSums& borrowed = *rows;
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<LineSearchOracle> oracle,
+      Create(borrowed, objective, public_rows, rng, noise, budget));
+  oracle->owned_rows_ = std::move(rows);
+  return oracle;
+}
+
+absl::StatusOr<std::unique_ptr<LineSearchOracle>> LineSearchOracle::Create(
+    RowSums& rows, const Objective& objective, int64_t public_rows,
+    noise::RandomSource& rng, const SvtNoise& noise, ReleaseBudget& budget) {
   if (public_rows < 1) {
     return absl::InvalidArgumentError("public row count must be >= 1");
   }
@@ -287,8 +300,8 @@ absl::StatusOr<std::unique_ptr<LineSearchOracle>> LineSearchOracle::Create(
       return absl::InvalidArgumentError(
           "loss not supported by the line search");
   }
-  return std::unique_ptr<LineSearchOracle>(
-      new LineSearchOracle(data, objective, public_rows, rng, noise, budget));
+  return std::unique_ptr<LineSearchOracle>(new LineSearchOracle(
+      nullptr, rows, objective, public_rows, rng, noise, budget));
 }
 
 absl::StatusOr<LineSearchResult> LineSearchOracle::Search(
@@ -308,25 +321,23 @@ absl::StatusOr<LineSearchResult> LineSearchOracle::Search(
   RETURN_IF_ERROR(budget_.Charge(event));
 
   // A fresh Poisson batch for this access (the paper reuses the gradient's
-  // batch, which its per-access amplification does not cover).
+  // batch, which its per-access amplification does not cover), drawn where
+  // the rows are.
   const double q = query.sampling_rate;
-  if (q == 1) {
-    batch_.resize(data_.rows());
-    for (int64_t i = 0; i < data_.rows(); ++i) batch_[i] = i;
-  } else {
-    if (sampler_ == nullptr || sampler_rate_ != q) {
-      sampler_ = std::make_unique<PoissonSampler>(q, rng_);
-      sampler_rate_ = q;
-    }
-    RETURN_IF_ERROR(sampler_->Sample(data_.rows(), &batch_));
-  }
+  RETURN_IF_ERROR(rows_.SampleForLosses(q));
   const double m = q * static_cast<double>(public_rows_);
   const double clip = query.clip_objective;
+  // A failed sum (a worker pool that stopped) ends the search with its
+  // error; the value returned with it is never compared.
+  absl::Status sum_status;
   auto batch_objective = [&](const Eigen::VectorXd& v) {
-    return ClippedBatchObjective(objective_, data_, batch_, clip, m, v);
+    double sum = 0;
+    if (sum_status.ok()) sum_status = rows_.ClippedLossSum(clip, v, &sum);
+    return sum + m * objective_.Regularizer(v);
   };
-  return NoisyBacktracking(batch_objective, w, g, m, options, plan, noise_,
-                           rng_);
+  absl::StatusOr<LineSearchResult> result =
+      NoisyBacktracking(batch_objective, w, g, m, options, plan, noise_, rng_);
+  RETURN_IF_ERROR(sum_status);
+  return result;
 }
-
 }  // namespace dpopt::optim::line_search

@@ -51,6 +51,7 @@
 #include "core/optim/objective.h"
 #include "core/optim/poisson_sampler.h"
 #include "core/optim/release_budget.h"
+#include "core/optim/row_sums.h"
 #include "core/privacy/dp_event.h"
 
 namespace dpopt::optim::line_search {
@@ -167,6 +168,12 @@ class LineSearchOracle {
   static absl::StatusOr<std::unique_ptr<LineSearchOracle>> Create(
       const Dataset& data, const Objective& objective, int64_t public_rows,
       noise::RandomSource& rng, const SvtNoise& noise, ReleaseBudget& budget);
+  // The same with the rows read through `rows` (the run's rows, shared with
+  // its gradient oracle; e.g. an MPI worker pool's shards), which must
+  // outlive the oracle; the noise is drawn from `rng`.
+  static absl::StatusOr<std::unique_ptr<LineSearchOracle>> Create(
+      RowSums& rows, const Objective& objective, int64_t public_rows,
+      noise::RandomSource& rng, const SvtNoise& noise, ReleaseBudget& budget);
 
   // Charges SvtQueryEvent(query, options) (budget error => nothing touched),
   // draws a fresh Poisson(q) batch S, then runs NoisyBacktracking (Laplace or
@@ -178,19 +185,18 @@ class LineSearchOracle {
                                           const LineSearchOptions& options);
 
  private:
-  LineSearchOracle(const Dataset& data, const Objective& objective,
-                   int64_t public_rows, noise::RandomSource& rng,
-                   const SvtNoise& noise, ReleaseBudget& budget);
+  LineSearchOracle(std::unique_ptr<RowSums> owned, RowSums& rows,
+                   const Objective& objective, int64_t public_rows,
+                   noise::RandomSource& rng, const SvtNoise& noise,
+                   ReleaseBudget& budget);
 
-  const Dataset& data_;
+  std::unique_ptr<RowSums> owned_rows_;  // null when borrowed
+  RowSums& rows_;
   const Objective& objective_;
   const int64_t public_rows_;
   noise::RandomSource& rng_;
   const SvtNoise& noise_;
   ReleaseBudget& budget_;
-  std::unique_ptr<PoissonSampler> sampler_;
-  double sampler_rate_ = 0;
-  std::vector<int64_t> batch_;
 };
 
 }  // namespace dpopt::optim::line_search

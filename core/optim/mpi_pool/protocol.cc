@@ -231,7 +231,7 @@ absl::StatusOr<OpenJob> DecodeOpenJob(absl::string_view payload) {
 std::string EncodeSumRequest(const SumRequest& m) {
   WireWriter w;
   w.U64(m.job_id);
-  w.U64(m.exact);
+  w.U64(static_cast<uint64_t>(m.kind));
   w.F64(m.query.sampling_rate);
   w.U64(m.query.norm == Objective::ClipNorm::kL1);
   w.F64(m.query.clip);
@@ -243,18 +243,32 @@ absl::StatusOr<SumRequest> DecodeSumRequest(absl::string_view payload) {
   ASSIGN_OR_RETURN(WireReader r, WireReader::Open(payload));
   SumRequest m;
   ASSIGN_OR_RETURN(m.job_id, r.U64());
-  ASSIGN_OR_RETURN(uint64_t exact, r.U64());
-  m.exact = exact != 0;
+  ASSIGN_OR_RETURN(uint64_t kind, r.U64());
+  if (kind > static_cast<uint64_t>(SumKind::kClippedLoss)) {
+    return Corrupt("bad sum kind");
+  }
+  m.kind = static_cast<SumKind>(kind);
   ASSIGN_OR_RETURN(m.query.sampling_rate, r.F64());
   ASSIGN_OR_RETURN(uint64_t l1, r.U64());
   m.query.norm = l1 != 0 ? Objective::ClipNorm::kL1 : Objective::ClipNorm::kL2;
   ASSIGN_OR_RETURN(m.query.clip, r.F64());
   ASSIGN_OR_RETURN(m.w, GetVector(r));
   RETURN_IF_ERROR(CheckDone(r));
-  if (!m.exact && !(m.query.sampling_rate >= PoissonSampler::kMinRate &&
-                    m.query.sampling_rate <= 1 && std::isfinite(m.query.clip) &&
-                    m.query.clip > 0)) {
-    return Corrupt("bad sum query");
+  const bool rate_ok = m.query.sampling_rate >= PoissonSampler::kMinRate &&
+                       m.query.sampling_rate <= 1;
+  const bool clip_ok = std::isfinite(m.query.clip) && m.query.clip > 0;
+  switch (m.kind) {
+    case SumKind::kClippedGradient:
+      if (!rate_ok || !clip_ok) return Corrupt("bad sum query");
+      break;
+    case SumKind::kSampleForLosses:
+      if (!rate_ok) return Corrupt("bad sampling rate");
+      break;
+    case SumKind::kClippedLoss:
+      if (!clip_ok) return Corrupt("bad clip");
+      break;
+    case SumKind::kExactGradient:
+      break;
   }
   return m;
 }

@@ -22,8 +22,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/data/dataset.h"
-#include "core/optim/gradient_sums.h"
 #include "core/optim/model.h"
+#include "core/optim/row_sums.h"
 
 namespace dpopt::optim::mpi_pool {
 
@@ -113,9 +113,19 @@ struct OpenJob {
   int64_t dimension = 0;
 };
 
+// What a kSum request asks every rank for (RowSums' methods). The reply is
+// a kSumReply vector: the gradient sums' p values, the loss sum's one value,
+// or no value after a sample for losses.
+enum class SumKind : uint32_t {
+  kClippedGradient = 0,  // ClippedSum(query, w)
+  kExactGradient = 1,    // ExactSum(w) (non-private runs)
+  kSampleForLosses = 2,  // SampleForLosses(query.sampling_rate)
+  kClippedLoss = 3,      // ClippedLossSum(query.clip, w)
+};
+
 struct SumRequest {
   uint64_t job_id = 0;
-  bool exact = false;  // ExactSum (non-private runs) instead of ClippedSum
+  SumKind kind = SumKind::kClippedGradient;
   ClippedSumQuery query;
   Eigen::VectorXd w;
 };

@@ -5,63 +5,82 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/child_process.h"
 #include "core/common/status_macros.h"
 #include "core/optim/distributed_dda/wire.h"
 
 namespace dpopt::optim::mpi_pool {
 
 absl::Status WorkerPoolOptions::Validate() const {
-  if (mpirun.empty()) return absl::InvalidArgumentError("mpirun is required");
-  if (worker.empty()) {
-    return absl::InvalidArgumentError("the pool's worker program is required");
-  }
   if (ranks < 1 || ranks > 1024) {
     return absl::InvalidArgumentError("pool ranks must be in [1, 1024]");
-  }
-  if (store_dir.empty() || store_dir[0] != '/') {
-    return absl::InvalidArgumentError(
-        "the pool's shard store must be an absolute path");
   }
   if (request_timeout <= absl::ZeroDuration() ||
       start_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("pool timeouts must be > 0");
   }
+  if (!connect.empty()) return absl::OkStatus();
+  if (mpirun.empty()) return absl::InvalidArgumentError("mpirun is required");
+  if (worker.empty()) {
+    return absl::InvalidArgumentError("the pool's worker program is required");
+  }
+  if (store_dir.empty() || store_dir[0] != '/') {
+    return absl::InvalidArgumentError(
+        "the pool's shard store must be an absolute path");
+  }
   return absl::OkStatus();
 }
 
-// The GradientSums of one job on the pool. Every call fails once the pool
+// The RowSums of one job on the pool. Every call fails once the pool
 // it was opened on has stopped (its ranks' state is gone).
-class WorkerPool::PoolGradientSums final : public GradientSums {
+class WorkerPool::PoolRowSums final : public RowSums {
  public:
-  PoolGradientSums(WorkerPool& pool, uint64_t job_id, uint64_t generation)
+  PoolRowSums(WorkerPool& pool, uint64_t job_id, uint64_t generation)
       : pool_(pool), job_id_(job_id), generation_(generation) {}
-  ~PoolGradientSums() override {
+  ~PoolRowSums() override {
     absl::MutexLock lock(&pool_.mu_);
-    if (pool_.process_ != nullptr && pool_.generation_ == generation_) {
+    if (pool_.channel_ != nullptr && pool_.generation_ == generation_) {
       (void)pool_.Call(MessageType::kCloseJob, EncodeJobId(job_id_));
     }
   }
   absl::Status ClippedSum(const ClippedSumQuery& query,
                           const Eigen::Ref<const Eigen::VectorXd>& w,
                           Eigen::VectorXd* sum) override {
-    return Sum(false, query, w, sum);
+    return Sum(SumKind::kClippedGradient, query, w, w.size(), sum);
   }
   absl::Status ExactSum(const Eigen::Ref<const Eigen::VectorXd>& w,
                         Eigen::VectorXd* sum) override {
-    return Sum(true, {}, w, sum);
+    return Sum(SumKind::kExactGradient, {}, w, w.size(), sum);
+  }
+  absl::Status SampleForLosses(double sampling_rate) override {
+    Eigen::VectorXd none;
+    ClippedSumQuery query;
+    query.sampling_rate = sampling_rate;
+    return Sum(SumKind::kSampleForLosses, query, Eigen::VectorXd(), 0, &none);
+  }
+  absl::Status ClippedLossSum(double clip,
+                              const Eigen::Ref<const Eigen::VectorXd>& v,
+                              double* sum) override {
+    Eigen::VectorXd one;
+    ClippedSumQuery query;
+    query.clip = clip;
+    RETURN_IF_ERROR(Sum(SumKind::kClippedLoss, query, v, 1, &one));
+    *sum = one[0];
+    return absl::OkStatus();
   }
 
  private:
-  absl::Status Sum(bool exact, const ClippedSumQuery& query,
-                   const Eigen::Ref<const Eigen::VectorXd>& w,
+  // One request; the reply must hold `width` values.
+  absl::Status Sum(SumKind kind, const ClippedSumQuery& query,
+                   const Eigen::Ref<const Eigen::VectorXd>& w, int64_t width,
                    Eigen::VectorXd* sum) {
     SumRequest request;
     request.job_id = job_id_;
-    request.exact = exact;
+    request.kind = kind;
     request.query = query;
     request.w = w;
     absl::MutexLock lock(&pool_.mu_);
-    if (pool_.process_ == nullptr || pool_.generation_ != generation_) {
+    if (pool_.channel_ == nullptr || pool_.generation_ != generation_) {
       return absl::UnavailableError(
           "the worker pool stopped while the job was running");
     }
@@ -72,7 +91,7 @@ class WorkerPool::PoolGradientSums final : public GradientSums {
       return absl::UnavailableError("the worker pool answered out of turn");
     }
     ASSIGN_OR_RETURN(*sum, DecodeVector(reply.payload));
-    if (sum->size() != w.size()) {
+    if (sum->size() != width) {
       return absl::DataLossError("the worker pool's sum has the wrong size");
     }
     return absl::OkStatus();
@@ -87,7 +106,7 @@ class WorkerPool::PoolRows final : public RemoteRows {
  public:
   PoolRows(WorkerPool& pool, std::string dataset_id, uint64_t job_id)
       : pool_(pool), dataset_id_(std::move(dataset_id)), job_id_(job_id) {}
-  absl::StatusOr<std::unique_ptr<GradientSums>> Open(
+  absl::StatusOr<std::unique_ptr<RowSums>> Open(
       const Objective& objective) override {
     RETURN_IF_ERROR(CheckDatasetId(dataset_id_));
     RETURN_IF_ERROR(pool_.EnsureStarted());
@@ -97,20 +116,20 @@ class WorkerPool::PoolRows final : public RemoteRows {
     open.model = objective.config();
     open.dimension = objective.dimension();
     absl::MutexLock lock(&pool_.mu_);
-    if (pool_.process_ == nullptr) {
+    if (pool_.channel_ == nullptr) {
       return absl::UnavailableError("the worker pool stopped");
     }
     const absl::StatusOr<Message> reply =
         pool_.Call(MessageType::kOpenJob, EncodeOpenJob(open));
     if (!reply.ok()) {
       // Ranks that opened it forget it (no-op where it is not open).
-      if (pool_.process_ != nullptr) {
+      if (pool_.channel_ != nullptr) {
         (void)pool_.Call(MessageType::kCloseJob, EncodeJobId(job_id_));
       }
       return reply.status();
     }
-    return std::unique_ptr<GradientSums>(
-        new PoolGradientSums(pool_, job_id_, pool_.generation_));
+    return std::unique_ptr<RowSums>(
+        new PoolRowSums(pool_, job_id_, pool_.generation_));
   }
 
  private:
@@ -124,7 +143,9 @@ WorkerPool::WorkerPool(WorkerPoolOptions options)
 
 WorkerPool::~WorkerPool() {
   absl::MutexLock lock(&mu_);
-  if (process_ != nullptr) {
+  // A pool the server started ends with it; an operator's pool stays up
+  // (closing the connection closes this server's jobs on it).
+  if (channel_ != nullptr && options_.connect.empty()) {
     (void)Call(MessageType::kShutdown, "");
   }
   StopLocked();
@@ -136,19 +157,30 @@ void WorkerPool::Stop() {
 }
 
 void WorkerPool::StopLocked() {
-  if (process_ != nullptr) process_->Terminate();
-  process_.reset();
+  if (channel_ != nullptr) channel_->Close();
+  channel_.reset();
   parser_ = MessageParser();
 }
 
 absl::Status WorkerPool::EnsureStarted() {
   absl::MutexLock lock(&mu_);
-  if (process_ != nullptr) return absl::OkStatus();
+  if (channel_ != nullptr) return absl::OkStatus();
   return StartLocked();
 }
 
 absl::Status WorkerPool::StartLocked() {
   RETURN_IF_ERROR(options_.Validate());
+  if (!options_.connect.empty()) {
+    ASSIGN_OR_RETURN(channel_, ConnectUnixSocket(options_.connect));
+  } else {
+    RETURN_IF_ERROR(SpawnLocked());
+  }
+  parser_ = MessageParser();
+  ++generation_;
+  return CheckHelloLocked();
+}
+
+absl::Status WorkerPool::SpawnLocked() {
   std::vector<std::string> argv = {options_.mpirun, "-np",
                                    absl::StrCat(options_.ranks)};
   if (!options_.hostfile.empty()) {
@@ -164,9 +196,11 @@ absl::Status WorkerPool::StartLocked() {
     env.push_back("OMPI_ALLOW_RUN_AS_ROOT=1");
     env.push_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
   }
-  ASSIGN_OR_RETURN(process_, ChildProcess::Spawn(argv, env));
-  parser_ = MessageParser();
-  ++generation_;
+  ASSIGN_OR_RETURN(channel_, ChildProcess::Spawn(argv, env));
+  return absl::OkStatus();
+}
+
+absl::Status WorkerPool::CheckHelloLocked() {
   const absl::StatusOr<Message> hello =
       Call(MessageType::kHello, "", options_.start_timeout);
   absl::Status status = hello.status();
@@ -205,11 +239,11 @@ absl::StatusOr<Message> WorkerPool::Call(MessageType type,
 absl::StatusOr<Message> WorkerPool::Call(MessageType type,
                                          const std::string& payload,
                                          absl::Duration timeout) {
-  if (process_ == nullptr) {
+  if (channel_ == nullptr) {
     return absl::UnavailableError("the worker pool is not running");
   }
   const absl::Time deadline = absl::Now() + timeout;
-  absl::Status s = process_->Write(EncodeMessage(type, payload), deadline);
+  absl::Status s = channel_->Write(EncodeMessage(type, payload), deadline);
   Message reply;
   while (s.ok()) {
     absl::StatusOr<bool> got = parser_.Next(&reply);
@@ -219,7 +253,7 @@ absl::StatusOr<Message> WorkerPool::Call(MessageType type,
     }
     if (*got) break;
     std::string bytes;
-    s = process_->ReadSome(&bytes, deadline);
+    s = channel_->ReadSome(&bytes, deadline);
     if (s.ok()) parser_.Append(bytes);
   }
   if (!s.ok()) {
@@ -237,7 +271,7 @@ absl::StatusOr<std::vector<RankReport>> WorkerPool::Place(
   RETURN_IF_ERROR(CheckDatasetId(dataset_id));
   RETURN_IF_ERROR(EnsureStarted());
   absl::MutexLock lock(&mu_);
-  if (process_ == nullptr) return absl::UnavailableError("pool stopped");
+  if (channel_ == nullptr) return absl::UnavailableError("pool stopped");
   const std::string id(dataset_id);
   PlaceBegin begin{id, data.rows(), data.dimension()};
   RETURN_IF_ERROR(
@@ -284,7 +318,7 @@ absl::StatusOr<std::vector<RankReport>> WorkerPool::Drop(
   RETURN_IF_ERROR(CheckDatasetId(dataset_id));
   RETURN_IF_ERROR(EnsureStarted());
   absl::MutexLock lock(&mu_);
-  if (process_ == nullptr) return absl::UnavailableError("pool stopped");
+  if (channel_ == nullptr) return absl::UnavailableError("pool stopped");
   ASSIGN_OR_RETURN(Message reply,
                    Call(MessageType::kDrop, EncodeId(dataset_id)));
   if (reply.type != MessageType::kRankReports) {

@@ -9,12 +9,18 @@
 // placed on it in DIR/rank-R on its own host (files 0600 in directories
 // 0700; deletion overwrites a shard with zeros, syncs, then unlinks it).
 //
+// Or the pool is started by an operator (`mpirun ... dpopt-mpi-pool
+// --store=DIR --listen=SOCKET`), and the server connects to rank 0's
+// Unix-domain socket (`connect`): the socket's file mode (0600, the
+// operator's user) decides who may talk to the pool, so rank 0 runs on the
+// server's host; the other ranks may be anywhere mpirun puts them.
+//
 // Faults: a request that gets no reply within `request_timeout`, a rank that
 // dies (mpirun exits) or a malformed reply ends the pool's processes (SIGTERM
-// to the group, SIGKILL after 3 s); the request fails with UNAVAILABLE, and
-// so does every later request of the jobs that were open (a job's ranks'
-// state is gone). The next Place/Drop/OpenJob starts a new pool, which finds
-// the placed shards on its ranks' disks.
+// to the group, SIGKILL after 3 s) or the connection; the request fails with
+// UNAVAILABLE, and so does every later request of the jobs that were open (a
+// job's ranks' state is gone). The next Place/Drop/OpenJob starts a new pool
+// (or connects again), which finds the placed shards on its ranks' disks.
 #ifndef DPOPT_CORE_OPTIM_MPI_POOL_WORKER_POOL_H_
 #define DPOPT_CORE_OPTIM_MPI_POOL_WORKER_POOL_H_
 
@@ -27,10 +33,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/common/child_process.h"
+#include "core/common/byte_channel.h"
 #include "core/data/dataset.h"
-#include "core/optim/gradient_sums.h"
 #include "core/optim/mpi_pool/protocol.h"
+#include "core/optim/row_sums.h"
 
 namespace dpopt::optim::mpi_pool {
 
@@ -41,14 +47,21 @@ inline constexpr char kProductionPoolIdentity[] =
     "dpopt-mpi-pool: secure generators";
 
 struct WorkerPoolOptions {
-  // mpirun executable (path, or a name looked up in PATH). Required.
+  // An operator's pool: rank 0's Unix socket path. When set, the server
+  // starts nothing and mpirun, worker, store_dir, hostfile and the args are
+  // not used.
+  std::string connect;
+  // mpirun executable (path, or a name looked up in PATH). Required unless
+  // `connect`.
   std::string mpirun;
-  // The dpopt-mpi-pool executable. Required.
+  // The dpopt-mpi-pool executable. Required unless `connect`.
   std::string worker;
-  // Ranks in the pool, in [1, 1024].
+  // Ranks in the pool, in [1, 1024] (an operator's pool must have exactly
+  // these).
   int ranks = 0;
   // Each rank's shard directory (created if missing; rank r uses
-  // store_dir/rank-r). An absolute path valid on every host. Required.
+  // store_dir/rank-r). An absolute path valid on every host. Required unless
+  // `connect`.
   std::string store_dir;
   // Optional Open MPI hostfile (--hostfile).
   std::string hostfile;
@@ -96,7 +109,7 @@ class WorkerPool {
 
   // The rows of a job on a placed dataset: Open(objective) opens the job on
   // every rank (each loads its shard and makes its generator) and returns
-  // its GradientSums; the job is closed on every rank when that is
+  // its RowSums; the job is closed on every rank when that is
   // destroyed. `job_id` must be unique among open jobs.
   std::unique_ptr<RemoteRows> RowsFor(std::string dataset_id, uint64_t job_id);
 
@@ -104,7 +117,7 @@ class WorkerPool {
   void Stop();
 
  private:
-  class PoolGradientSums;
+  class PoolRowSums;
   class PoolRows;
   // Sends one request and returns its reply (kError replies as their
   // status). Restarts nothing: EnsureStarted does.
@@ -114,11 +127,13 @@ class WorkerPool {
                                absl::Duration timeout)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status StartLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SpawnLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckHelloLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const WorkerPoolOptions options_;
   absl::Mutex mu_;
-  std::unique_ptr<ChildProcess> process_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<ByteChannel> channel_ ABSL_GUARDED_BY(mu_);
   MessageParser parser_ ABSL_GUARDED_BY(mu_);
   // Incremented at every start: a job opened on an earlier pool fails.
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;

@@ -1,7 +1,7 @@
 // TEST ONLY. NOT DIFFERENTIALLY PRIVATE.
 // dpopt-mpi-pool-testing: the pool with seeded generators (--test-seed=S:
 // rank r samples every job with SeededRandomForTesting(S + r), as an
-// in-process ShardedGradientSums with those seeds does, so both give
+// in-process ShardedRowSums with those seeds does, so both give
 // bit-identical results) and fault injection (--test-fault=die:RANK:SUMS
 // kills that rank after that many sums). Built only for the tests; never
 // installed; a production server refuses it (its identity says so).

@@ -1,10 +1,14 @@
 #include "core/optim/mpi_pool/mpi/pool_worker.h"
 
 #include <mpi.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <string>
 #include <utility>
@@ -13,10 +17,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
-#include "core/optim/gradient_sums.h"
 #include "core/optim/mpi_pool/protocol.h"
 #include "core/optim/mpi_pool/shard_store.h"
 #include "core/optim/objective.h"
+#include "core/optim/row_sums.h"
 
 namespace dpopt::optim::mpi_pool {
 namespace {
@@ -48,7 +52,7 @@ struct Job {
   std::shared_ptr<const Dataset> shard;
   std::unique_ptr<Objective> objective;
   std::unique_ptr<noise::RandomSource> rng;
-  std::unique_ptr<LocalGradientSums> sums;
+  std::unique_ptr<LocalRowSums> sums;
 };
 
 class PoolRank {
@@ -60,45 +64,48 @@ class PoolRank {
         store_(std::move(store)),
         hooks_(hooks) {}
 
-  // Rank 0: serves requests from standard input until kShutdown or its end.
+  // Rank 0 of a pool the server started: serves requests from standard
+  // input until kShutdown or its end (the server is gone), then ends every
+  // rank.
   int ServeRoot() {
-    MessageParser parser;
-    char buf[65536];
-    for (;;) {
-      Message request;
-      absl::StatusOr<bool> got = parser.Next(&request);
-      if (!got.ok()) {
-        std::fprintf(stderr, "dpopt-mpi-pool: %s\n",
-                     std::string(got.status().message()).c_str());
-        (void)Broadcast({static_cast<uint32_t>(MessageType::kShutdown), 0, 0},
-                        "");
-        return 1;
-      }
-      if (!*got) {
-        // read(), not fread(): a request is answered as soon as it is
-        // whole, not when a buffer is full.
-        const ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {  // the server is gone
-          (void)Broadcast({static_cast<uint32_t>(MessageType::kShutdown), 0, 0},
-                          "");
-          return 0;
-        }
-        parser.Append(absl::string_view(buf, static_cast<size_t>(n)));
-        continue;
-      }
-      Header h{static_cast<uint32_t>(request.type), 0,
-               static_cast<uint64_t>(request.payload.size())};
-      std::string reply;
-      if (request.type == MessageType::kPlaceChunk) {
-        reply = RootChunk(request.payload);
-      } else {
-        if (!Broadcast(h, request.payload).ok()) return 1;
-        reply = Handle(h.type, request.payload);
-      }
-      if (!WriteReply(reply)) return 1;
-      if (request.type == MessageType::kShutdown) return 0;
+    const Served served = Serve(STDIN_FILENO, STDOUT_FILENO);
+    if (served != Served::kShutdown) {
+      (void)Broadcast(ShutdownHeader(), "");
     }
+    return served == Served::kFailed ? 1 : 0;
+  }
+
+  // Rank 0 of an operator's pool: serves one connection at a time on the
+  // Unix socket `path` (mode 0600) until a kShutdown; a connection that ends
+  // closes the jobs it opened on every rank.
+  int ServeSocket(const std::string& path) {
+    const int listener = Listen(path);
+    if (listener < 0) {
+      (void)Broadcast(ShutdownHeader(), "");
+      return 1;
+    }
+    int code = 0;
+    for (;;) {
+      const int conn = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      if (conn < 0) {
+        if (errno == EINTR) continue;
+        code = 1;
+        (void)Broadcast(ShutdownHeader(), "");
+        break;
+      }
+      const Served served = Serve(conn, conn);
+      close(conn);
+      if (served == Served::kShutdown) break;
+      if (served == Served::kFailed) {
+        code = 1;
+        (void)Broadcast(ShutdownHeader(), "");
+        break;
+      }
+      CloseAllJobs();
+    }
+    close(listener);
+    unlink(path.c_str());
+    return code;
   }
 
   // Other ranks: follow rank 0's broadcasts.
@@ -117,6 +124,98 @@ class PoolRank {
   }
 
  private:
+  enum class Served { kEnded, kShutdown, kFailed };
+
+  static Header ShutdownHeader() {
+    return {static_cast<uint32_t>(MessageType::kShutdown), 0, 0};
+  }
+
+  // Answers requests read from `in` on `out` until the end of `in`
+  // (kEnded), a kShutdown (answered; kShutdown) or a broken stream or MPI
+  // failure (kFailed).
+  Served Serve(int in, int out) {
+    MessageParser parser;
+    char buf[65536];
+    for (;;) {
+      Message request;
+      absl::StatusOr<bool> got = parser.Next(&request);
+      if (!got.ok()) {
+        std::fprintf(stderr, "dpopt-mpi-pool: %s\n",
+                     std::string(got.status().message()).c_str());
+        return Served::kEnded;  // a broken connection, not a broken pool
+      }
+      if (!*got) {
+        // read(), not fread(): a request is answered as soon as it is
+        // whole, not when a buffer is full.
+        const ssize_t n = read(in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return Served::kEnded;
+        parser.Append(absl::string_view(buf, static_cast<size_t>(n)));
+        continue;
+      }
+      Header h{static_cast<uint32_t>(request.type), 0,
+               static_cast<uint64_t>(request.payload.size())};
+      std::string reply;
+      if (request.type == MessageType::kPlaceChunk) {
+        reply = RootChunk(request.payload);
+      } else {
+        if (!Broadcast(h, request.payload).ok()) return Served::kFailed;
+        reply = Handle(h.type, request.payload);
+      }
+      if (!WriteAll(out, reply)) return Served::kEnded;
+      if (request.type == MessageType::kShutdown) return Served::kShutdown;
+    }
+  }
+
+  static bool WriteAll(int fd, const std::string& bytes) {
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t w = write(fd, bytes.data() + done, bytes.size() - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return false;
+      done += static_cast<size_t>(w);
+    }
+    return true;
+  }
+
+  // A listening Unix socket at `path`, mode 0600; -1 on failure (printed).
+  static int Listen(const std::string& path) {
+    sockaddr_un addr = {};
+    addr.sun_family = AF_UNIX;
+    if (path.empty() || path.size() >= sizeof addr.sun_path) {
+      std::fprintf(stderr, "dpopt-mpi-pool: bad --listen path\n");
+      return -1;
+    }
+    std::memcpy(addr.sun_path, path.data(), path.size());
+    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const mode_t old = umask(077);  // the socket file is created 0600
+    const bool ok =
+        fd >= 0 &&
+        bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 &&
+        chmod(path.c_str(), 0600) == 0 && listen(fd, 4) == 0;
+    umask(old);
+    if (!ok) {
+      std::fprintf(stderr, "dpopt-mpi-pool: cannot listen on %s: %s\n",
+                   path.c_str(), std::strerror(errno));
+      if (fd >= 0) close(fd);
+      return -1;
+    }
+    return fd;
+  }
+
+  // Closes every open job on every rank (rank 0 knows the same ids).
+  void CloseAllJobs() {
+    std::vector<uint64_t> ids;
+    for (const auto& [id, job] : jobs_) ids.push_back(id);
+    for (uint64_t id : ids) {
+      const std::string payload = EncodeJobId(id);
+      const Header h{static_cast<uint32_t>(MessageType::kCloseJob), 0,
+                     static_cast<uint64_t>(payload.size())};
+      if (!Broadcast(h, payload).ok()) return;
+      Handle(h.type, payload);
+    }
+  }
+
   absl::Status Broadcast(Header h, const std::string& payload) {
     RETURN_IF_ERROR(
         Mpi(MPI_Bcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD), "broadcast"));
@@ -138,13 +237,6 @@ class PoolRank {
     return Mpi(MPI_Bcast(payload->data(), static_cast<int>(h->length), MPI_BYTE,
                          0, MPI_COMM_WORLD),
                "broadcast");
-  }
-
-  bool WriteReply(const std::string& reply) {
-    if (std::fwrite(reply.data(), 1, reply.size(), stdout) != reply.size()) {
-      return false;
-    }
-    return std::fflush(stdout) == 0;
   }
 
   static std::string Error(const absl::Status& s) {
@@ -350,55 +442,55 @@ class PoolRank {
     ASSIGN_OR_RETURN(job.objective, Objective::Create(m.model, m.dimension));
     RETURN_IF_ERROR(job.objective->CheckDataset(*job.shard));
     ASSIGN_OR_RETURN(job.rng, hooks_.job_random(rank_, m.job_id));
-    job.sums = std::make_unique<LocalGradientSums>(*job.shard, *job.objective,
-                                                   *job.rng);
+    job.sums =
+        std::make_unique<LocalRowSums>(*job.shard, *job.objective, *job.rng);
     jobs_[m.job_id] = std::move(job);
     return absl::OkStatus();
   }
 
-  // Every rank computes its shard's sum; rank 0 adds them in rank order.
-  // Each rank sends p + 1 doubles: an ok flag, then its sum.
+  // Every rank computes its shard's part; rank 0 adds them in rank order.
+  // Each rank sends width + 1 doubles: an ok flag, then its part (width:
+  // p for gradient sums, 1 for a loss sum, 0 for a sample).
   std::string Sum(const std::string& payload) {
     absl::StatusOr<SumRequest> m = DecodeSumRequest(payload);
     Eigen::VectorXd mine;
     absl::Status s = m.status();
-    int64_t p = 0;
-    if (s.ok()) {
-      auto it = jobs_.find(m->job_id);
-      if (it == jobs_.end()) {
-        s = absl::FailedPreconditionError("job not open");
-      } else {
-        p = it->second.objective->parameter_size();
-        if (m->w.size() != p) {
-          s = absl::InvalidArgumentError("iterate has the wrong size");
-        } else if (m->exact) {
-          s = it->second.sums->ExactSum(m->w, &mine);
-        } else {
-          s = it->second.sums->ClippedSum(m->query, m->w, &mine);
-        }
+    // Every rank agrees on the width: it follows from the broadcast request.
+    int64_t width = 0;
+    if (m.ok()) {
+      switch (m->kind) {
+        case SumKind::kClippedGradient:
+        case SumKind::kExactGradient:
+          width = m->w.size();
+          break;
+        case SumKind::kClippedLoss:
+          width = 1;
+          break;
+        case SumKind::kSampleForLosses:
+          width = 0;
+          break;
       }
     }
+    if (s.ok()) s = ComputeMine(*m, &mine);
     ++sums_;
     if (hooks_.after_sum) hooks_.after_sum(rank_, sums_);
-    // Every rank agrees on p from the broadcast request (w's size).
-    const int64_t width = (m.ok() ? m->w.size() : 0) + 1;
-    std::vector<double> send(static_cast<size_t>(width), 0.0);
+    std::vector<double> send(static_cast<size_t>(width + 1), 0.0);
     send[0] = s.ok() ? 1.0 : 0.0;
-    if (s.ok()) std::copy(mine.data(), mine.data() + p, send.begin() + 1);
-    std::vector<double> all(rank_ == 0 ? static_cast<size_t>(width) * size_
+    if (s.ok()) std::copy(mine.data(), mine.data() + width, send.begin() + 1);
+    std::vector<double> all(rank_ == 0 ? static_cast<size_t>(width + 1) * size_
                                        : 0);
-    MPI_Gather(send.data(), static_cast<int>(width), MPI_DOUBLE, all.data(),
-               static_cast<int>(width), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Gather(send.data(), static_cast<int>(width + 1), MPI_DOUBLE, all.data(),
+               static_cast<int>(width + 1), MPI_DOUBLE, 0, MPI_COMM_WORLD);
     if (rank_ != 0) return "";
     if (!s.ok()) return Error(s);
-    Eigen::VectorXd total;
+    Eigen::VectorXd total = Eigen::VectorXd::Zero(width);
     for (int r = 0; r < size_; ++r) {
-      const double* part = all.data() + static_cast<size_t>(r) * width;
+      const double* part = all.data() + static_cast<size_t>(r) * (width + 1);
       if (part[0] != 1.0) {
         return Error(absl::InternalError(
             absl::StrCat("rank ", r, " could not compute its sum")));
       }
-      Eigen::Map<const Eigen::VectorXd> v(part + 1, p);
+      Eigen::Map<const Eigen::VectorXd> v(part + 1, width);
       if (r == 0) {
         total = v;
       } else {
@@ -406,6 +498,32 @@ class PoolRank {
       }
     }
     return EncodeMessage(MessageType::kSumReply, EncodeVector(total));
+  }
+
+  absl::Status ComputeMine(const SumRequest& m, Eigen::VectorXd* mine) {
+    auto it = jobs_.find(m.job_id);
+    if (it == jobs_.end()) return absl::FailedPreconditionError("job not open");
+    Job& job = it->second;
+    const int64_t p = job.objective->parameter_size();
+    if (m.kind != SumKind::kSampleForLosses && m.w.size() != p) {
+      return absl::InvalidArgumentError("iterate has the wrong size");
+    }
+    switch (m.kind) {
+      case SumKind::kClippedGradient:
+        return job.sums->ClippedSum(m.query, m.w, mine);
+      case SumKind::kExactGradient:
+        return job.sums->ExactSum(m.w, mine);
+      case SumKind::kSampleForLosses:
+        mine->resize(0);
+        return job.sums->SampleForLosses(m.query.sampling_rate);
+      case SumKind::kClippedLoss: {
+        double sum = 0;
+        RETURN_IF_ERROR(job.sums->ClippedLossSum(m.query.clip, m.w, &sum));
+        *mine = Eigen::VectorXd::Constant(1, sum);
+        return absl::OkStatus();
+      }
+    }
+    return absl::InvalidArgumentError("bad sum kind");
   }
 
   const int rank_;
@@ -422,7 +540,7 @@ class PoolRank {
 }  // namespace
 
 int PoolWorkerMain(int argc, char** argv, const PoolWorkerHooks& hooks) {
-  std::string store_dir;
+  std::string store_dir, listen_path;
   for (int i = 1; i < argc; ++i) {
     const absl::string_view a = argv[i];
     if (a == "--identify") {
@@ -431,6 +549,8 @@ int PoolWorkerMain(int argc, char** argv, const PoolWorkerHooks& hooks) {
     }
     if (absl::StartsWith(a, "--store=")) {
       store_dir = std::string(a.substr(8));
+    } else if (absl::StartsWith(a, "--listen=")) {
+      listen_path = std::string(a.substr(9));
     } else {
       std::fprintf(stderr, "dpopt-mpi-pool: unknown argument %s\n", argv[i]);
       return 2;
@@ -456,7 +576,9 @@ int PoolWorkerMain(int argc, char** argv, const PoolWorkerHooks& hooks) {
     return 1;
   }
   PoolRank pool_rank(rank, size, *std::move(store), hooks);
-  const int code = rank == 0 ? pool_rank.ServeRoot() : pool_rank.Follow();
+  const int code = rank != 0             ? pool_rank.Follow()
+                   : listen_path.empty() ? pool_rank.ServeRoot()
+                                         : pool_rank.ServeSocket(listen_path);
   if (code != 0) {
     MPI_Abort(MPI_COMM_WORLD, code);
     return code;

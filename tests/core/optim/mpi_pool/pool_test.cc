@@ -1,10 +1,11 @@
 // The MPI worker pool (mpirun -np k --oversubscribe, k = 1, 2, 4, with the
 // test pool's seeded generators) against the same sums computed in one
-// process (ShardedGradientSums with the same shards and seeds): every
+// process (ShardedRowSums with the same shards and seeds): every
 // gradient family that reads its rows through the oracle gives bitwise the
 // same model. Then placement and deletion on disk, and a rank's death.
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <memory>
@@ -13,13 +14,15 @@
 #include <utility>
 #include <vector>
 
+#include "core/common/child_process.h"
 #include "core/noise/testing/seeded_random.h"
 #include "core/optim/accelerated/accelerated.h"
 #include "core/optim/dp_sgd.h"
-#include "core/optim/gradient_sums.h"
+#include "core/optim/line_search/dp_line_search.h"
 #include "core/optim/mpi_pool/worker_pool.h"
 #include "core/optim/non_private_gd.h"
 #include "core/optim/objective.h"
+#include "core/optim/row_sums.h"
 #include "gtest/gtest.h"
 #include "tests/common/status_matchers.h"
 
@@ -64,11 +67,11 @@ Dataset SparseRows(int64_t n, int64_t d, uint64_t seed) {
 class InProcessShards final : public RemoteRows {
  public:
   InProcessShards(const Dataset& data, int k) : data_(data), k_(k) {}
-  absl::StatusOr<std::unique_ptr<GradientSums>> Open(
+  absl::StatusOr<std::unique_ptr<RowSums>> Open(
       const Objective& objective) override {
     shards_.clear();
     rngs_.clear();
-    std::vector<std::unique_ptr<GradientSums>> parts;
+    std::vector<std::unique_ptr<RowSums>> parts;
     for (int r = 0; r < k_; ++r) {
       std::vector<int64_t> rows;
       for (int64_t i = ShardBegin(data_.rows(), k_, r);
@@ -77,11 +80,10 @@ class InProcessShards final : public RemoteRows {
       }
       shards_.push_back(std::make_unique<Dataset>(SelectRows(data_, rows)));
       rngs_.push_back(std::make_unique<SeededRandomForTesting>(kPoolSeed + r));
-      parts.push_back(std::make_unique<LocalGradientSums>(
-          *shards_.back(), objective, *rngs_.back()));
+      parts.push_back(std::make_unique<LocalRowSums>(*shards_.back(), objective,
+                                                     *rngs_.back()));
     }
-    return std::unique_ptr<GradientSums>(
-        new ShardedGradientSums(std::move(parts)));
+    return std::unique_ptr<RowSums>(new ShardedRowSums(std::move(parts)));
   }
 
  private:
@@ -143,6 +145,20 @@ std::vector<NamedAlgorithm> GradientJobs(int64_t d) {
   out.push_back(
       {"accel_dp_hb (Gaussian)", *accelerated::NewAcceleratedAlgorithm(acc)});
   (void)d;
+  // The line-search family: gradients and the noisy line search's loss
+  // sums, each on its own fresh sample.
+  line_search::DpLineSearchOptions ls;
+  ls.variant = line_search::Variant::kBlsgd;
+  ls.sampling_rate = 0.3;
+  ls.planned_iterations = 4;
+  ls.max_iterations = 6;
+  ls.model.l2 = 0.001;
+  out.push_back({"dp_blsgd", *line_search::NewDpLineSearch(ls)});
+  ls.variant = line_search::Variant::kBlgd;
+  ls.sampling_rate = 1.0;
+  ls.line_search_noise = line_search::SvtNoiseKind::kGaussian;
+  out.push_back(
+      {"dp_blgd (Gaussian search)", *line_search::NewDpLineSearch(ls)});
   return out;
 }
 
@@ -285,8 +301,7 @@ TEST(PoolTest, ARankThatDiesFailsTheJobAndThePoolRestartsWithItsShards) {
   ASSERT_OK(pool.Place("ds-9", dense).status());
   ASSERT_OK_AND_ASSIGN(auto objective, Objective::Create({}, 3));
   std::unique_ptr<RemoteRows> rows = pool.RowsFor("ds-9", 1);
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<GradientSums> sums,
-                       rows->Open(*objective));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RowSums> sums, rows->Open(*objective));
   const Eigen::VectorXd w = Eigen::VectorXd::Zero(3);
   Eigen::VectorXd s;
   ASSERT_OK(sums->ClippedSum({0.5, Objective::ClipNorm::kL2, 1.0}, w, &s));
@@ -300,10 +315,72 @@ TEST(PoolTest, ARankThatDiesFailsTheJobAndThePoolRestartsWithItsShards) {
               StatusIs(absl::StatusCode::kUnavailable));
   // A new job starts a new pool, which finds the shards on disk.
   std::unique_ptr<RemoteRows> again = pool.RowsFor("ds-9", 2);
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<GradientSums> sums2,
-                       again->Open(*objective));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RowSums> sums2, again->Open(*objective));
   ASSERT_OK(sums2->ExactSum(w, &s));
   EXPECT_EQ(s.size(), 3);
+}
+
+// An operator's pool (mpirun started by hand, rank 0 listening on a Unix
+// socket): the server connects, places, runs, disconnects; the pool stays up
+// with its shards for the next connection.
+TEST(PoolTest, AnOperatorsPoolServesSuccessiveConnections) {
+  const std::string store = TempStore();
+  const std::string socket = store + "/pool.sock";
+  std::vector<std::string> argv = {"mpirun",
+                                   "-np",
+                                   "2",
+                                   "--oversubscribe",
+                                   DPOPT_POOL_TEST_WORKER,
+                                   "--test-seed=" + std::to_string(kPoolSeed),
+                                   "--store=" + store,
+                                   "--listen=" + socket};
+  std::vector<std::string> env;
+  if (geteuid() == 0) {
+    env = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ChildProcess> operator_pool,
+                       ChildProcess::Spawn(argv, env));
+  const absl::Time limit = absl::Now() + absl::Seconds(60);
+  while (!std::filesystem::exists(socket) && absl::Now() < limit) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  struct stat st;
+  ASSERT_EQ(stat(socket.c_str(), &st), 0) << "the pool never listened";
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  WorkerPoolOptions o;
+  o.connect = socket;
+  o.ranks = 2;
+  o.allow_testing_worker = true;
+  const Dataset dense = DenseRows(90, 4, 6);
+  const std::vector<NamedAlgorithm> jobs = GradientJobs(4);
+  {
+    WorkerPool pool(o);
+    ASSERT_OK(pool.Place("op-1", dense).status());
+    InProcessShards local(dense, 2);
+    ASSERT_OK_AND_ASSIGN(SolveResult expected,
+                         RunWith(*jobs[0].algorithm, dense, local));
+    std::unique_ptr<RemoteRows> remote = pool.RowsFor("op-1", 1);
+    ASSERT_OK_AND_ASSIGN(SolveResult got,
+                         RunWith(*jobs[0].algorithm, dense, *remote));
+    EXPECT_EQ(got.model.weights, expected.model.weights);
+  }
+  {
+    WorkerPool pool(o);  // a new connection: the shards are still placed
+    ASSERT_OK_AND_ASSIGN(auto objective, Objective::Create({}, 4));
+    std::unique_ptr<RemoteRows> rows = pool.RowsFor("op-1", 1);
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<RowSums> sums, rows->Open(*objective));
+    Eigen::VectorXd s;
+    ASSERT_OK(sums->ExactSum(Eigen::VectorXd::Zero(4), &s));
+    EXPECT_EQ(s.size(), 4);
+    sums.reset();
+    ASSERT_OK(pool.Drop("op-1").status());
+  }
+  o.ranks = 3;  // the operator's pool has 2
+  WorkerPool wrong(o);
+  EXPECT_THAT(wrong.EnsureStarted(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  operator_pool->Terminate();
 }
 
 TEST(PoolTest, AServerRefusesATestPoolUnlessAllowed) {

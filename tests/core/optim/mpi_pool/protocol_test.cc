@@ -28,7 +28,7 @@ TEST(ProtocolTest, MessagesArriveWholeFromAnyPieces) {
   EXPECT_EQ(m.type, MessageType::kSum);
   ASSERT_OK_AND_ASSIGN(SumRequest back, DecodeSumRequest(m.payload));
   EXPECT_EQ(back.job_id, 42u);
-  EXPECT_FALSE(back.exact);
+  EXPECT_EQ(back.kind, SumKind::kClippedGradient);
   EXPECT_EQ(back.query.sampling_rate, 0.25);
   EXPECT_EQ(back.query.norm, Objective::ClipNorm::kL1);
   EXPECT_EQ(back.query.clip, 3.5);

@@ -1,4 +1,4 @@
-#include "core/optim/gradient_sums.h"
+#include "core/optim/row_sums.h"
 
 #include <cmath>
 #include <memory>
@@ -59,17 +59,17 @@ struct ShardedRows {
   ShardedRows(const Dataset& data, const Objective& objective, int k,
               uint64_t seed)
       : shards(Shards(data, k)) {
-    std::vector<std::unique_ptr<GradientSums>> parts;
+    std::vector<std::unique_ptr<RowSums>> parts;
     for (int r = 0; r < k; ++r) {
       rngs.push_back(std::make_unique<SeededRandomForTesting>(seed + r));
       parts.push_back(
-          std::make_unique<LocalGradientSums>(shards[r], objective, *rngs[r]));
+          std::make_unique<LocalRowSums>(shards[r], objective, *rngs[r]));
     }
-    sums = std::make_unique<ShardedGradientSums>(std::move(parts));
+    sums = std::make_unique<ShardedRowSums>(std::move(parts));
   }
   std::vector<Dataset> shards;
   std::vector<std::unique_ptr<noise::RandomSource>> rngs;
-  std::unique_ptr<ShardedGradientSums> sums;
+  std::unique_ptr<ShardedRowSums> sums;
 };
 
 TEST(ShardBeginTest, ContiguousBlocksCoverEveryRowOnce) {
@@ -94,11 +94,11 @@ TEST(ShardBeginTest, ContiguousBlocksCoverEveryRowOnce) {
   }
 }
 
-TEST(ShardedGradientSumsTest, OneShardIsTheLocalSumBitForBit) {
+TEST(ShardedRowSumsTest, OneShardIsTheLocalSumBitForBit) {
   const Dataset data = RandomRows(300, 7, 1);
   ASSERT_OK_AND_ASSIGN(auto objective, Objective::Create({}, 7));
   SeededRandomForTesting rng(42);
-  LocalGradientSums local(data, *objective, rng);
+  LocalRowSums local(data, *objective, rng);
   ShardedRows sharded(data, *objective, 1, 42);
   const Eigen::VectorXd w = Eigen::VectorXd::LinSpaced(7, -1, 1);
   for (double q : {0.05, 0.5, 1.0}) {
@@ -111,11 +111,11 @@ TEST(ShardedGradientSumsTest, OneShardIsTheLocalSumBitForBit) {
   }
 }
 
-TEST(ShardedGradientSumsTest, FullBatchSumsEveryRowOnce) {
+TEST(ShardedRowSumsTest, FullBatchSumsEveryRowOnce) {
   const Dataset data = RandomRows(1001, 5, 2);
   ASSERT_OK_AND_ASSIGN(auto objective, Objective::Create({}, 5));
   SeededRandomForTesting rng(1);
-  LocalGradientSums local(data, *objective, rng);
+  LocalRowSums local(data, *objective, rng);
   const Eigen::VectorXd w = Eigen::VectorXd::LinSpaced(5, 0.5, -0.5);
   Eigen::VectorXd clipped, exact;
   ASSERT_OK(
@@ -137,7 +137,7 @@ TEST(ShardedGradientSumsTest, FullBatchSumsEveryRowOnce) {
 // a Poisson(q) sample of the whole dataset: each row included with
 // probability q, independently of every other row, across shard boundaries
 // too.
-TEST(ShardedGradientSumsTest, UnionOfShardSamplesIsPoissonOverAllRows) {
+TEST(ShardedRowSumsTest, UnionOfShardSamplesIsPoissonOverAllRows) {
   constexpr int64_t kRows = 30;
   constexpr int kTrials = 6000;
   constexpr double kRate = 0.3;
@@ -189,11 +189,11 @@ TEST(ShardedGradientSumsTest, UnionOfShardSamplesIsPoissonOverAllRows) {
 class FixedRemoteRows final : public RemoteRows {
  public:
   FixedRemoteRows(const Dataset& data, int k) : data_(data), k_(k) {}
-  absl::StatusOr<std::unique_ptr<GradientSums>> Open(
+  absl::StatusOr<std::unique_ptr<RowSums>> Open(
       const Objective& objective) override {
     ++opened;
     rows_ = std::make_unique<ShardedRows>(data_, objective, k_, 77);
-    return std::unique_ptr<GradientSums>(std::move(rows_->sums));
+    return std::unique_ptr<RowSums>(std::move(rows_->sums));
   }
   int opened = 0;
 
