@@ -124,7 +124,7 @@ ABSL_FLAG(int, mpi_timeout, 3600,
           "seconds after which an MPI job is stopped and FAILED (still "
           "charged)");
 ABSL_FLAG(int, mpi_max_ranks, 64, "most MPI ranks one dp_dda job may use");
-// The MPI worker pool (dp_gd, dp_sgd, gd and the accel_* job types with
+// The MPI worker pool (the gradient, accelerated and line-search job types with
 // "execution": "EXECUTION_MPI_POOL"; DEVELOPERS.md, "Worker pool").
 ABSL_FLAG(int, mpi_pool, 0,
           "ranks of the MPI worker pool started with the server, in [0, "
@@ -134,6 +134,12 @@ ABSL_FLAG(int, mpi_pool, 0,
 ABSL_FLAG(std::string, mpi_pool_worker, "",
           "the dpopt-mpi-pool executable the pool's ranks run (default: next "
           "to dpopt-server)");
+ABSL_FLAG(std::string, mpi_pool_connect, "",
+          "connect to an operator-started pool of --mpi-pool ranks (rank 0 of "
+          "`mpirun ... dpopt-mpi-pool --store=DIR --listen=SOCKET`, on this "
+          "host) at this Unix socket instead of starting mpirun; "
+          "--mpi-pool-worker, --mpi-pool-store and the --mpi* launcher flags "
+          "are then unused (docs/scale-out.md)");
 ABSL_FLAG(std::string, mpi_pool_store, "",
           "each pool rank's shard directory (rank r uses DIR/rank-r on its "
           "host; an absolute path valid on every host); default: the --db "
@@ -432,7 +438,7 @@ int main(int argc, char** argv) {
       "[--mpi-hostfile=FILE] [--mpi-args=A,B] [--mpi-timeout=S] "
       "[--mpi-max-ranks=N]]\n"
       "       [--mpi-pool=N [--mpi-pool-worker=PATH] "
-      "[--mpi-pool-store=DIR]]\n"
+      "[--mpi-pool-store=DIR] [--mpi-pool-connect=SOCKET]]\n"
       "       dpopt-server backup --db=PATH --to=FILE     online backup "
       "(SQLite "
       "backup API), safe while the server runs\n"
@@ -576,13 +582,14 @@ int main(int argc, char** argv) {
     p.mpirun = absl::GetFlag(FLAGS_mpirun).empty()
                    ? "mpirun"
                    : absl::GetFlag(FLAGS_mpirun);
+    p.connect = absl::GetFlag(FLAGS_mpi_pool_connect);
     p.worker = absl::GetFlag(FLAGS_mpi_pool_worker);
     if (p.worker.empty()) {
       std::error_code ec;
       const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
       p.worker = (self.parent_path() / "dpopt-mpi-pool").string();
     }
-    if (access(p.worker.c_str(), X_OK) != 0) {
+    if (p.connect.empty() && access(p.worker.c_str(), X_OK) != 0) {
       std::cerr << "dpopt-server: --mpi-pool is set but the pool program "
                 << p.worker << " is not executable (give --mpi-pool-worker)"
                 << std::endl;
@@ -599,9 +606,10 @@ int main(int argc, char** argv) {
     o.mpi_pool =
         std::make_shared<const dpopt::optim::mpi_pool::WorkerPoolOptions>(p);
   } else if (!absl::GetFlag(FLAGS_mpi_pool_worker).empty() ||
-             !absl::GetFlag(FLAGS_mpi_pool_store).empty()) {
-    std::cerr << "dpopt-server: --mpi-pool-worker and --mpi-pool-store need "
-                 "--mpi-pool=N (N > 0)"
+             !absl::GetFlag(FLAGS_mpi_pool_store).empty() ||
+             !absl::GetFlag(FLAGS_mpi_pool_connect).empty()) {
+    std::cerr << "dpopt-server: --mpi-pool-worker, --mpi-pool-store and "
+                 "--mpi-pool-connect need --mpi-pool=N (N > 0)"
               << std::endl;
     return 2;
   }

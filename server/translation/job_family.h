@@ -49,9 +49,10 @@ struct JobTypeTraits {
   // Runs without privacy: only on public datasets, without a privacy target.
   bool non_private = false;
   // Can read its rows on the server's MPI worker pool (JobSpec.execution =
-  // EXECUTION_MPI_POOL): its algorithm reads rows only through the private
-  // gradient oracle, which takes them from SolveContext::remote_rows
-  // (core/optim/gradient_sums.h) and never from the dataset given to Run().
+  // EXECUTION_MPI_POOL): its algorithm reads rows only through the run's
+  // RowSums (core/optim/row_sums.h: OpenRunRows, the private oracles), which
+  // come from SolveContext::remote_rows when it is set, and never from the
+  // dataset given to Run().
   bool runs_on_worker_pool = false;
 };
 

@@ -4,7 +4,8 @@
 // the rank's store), runs a dp_sgd job with execution EXECUTION_MPI_POOL
 // without reading a row itself (the dataset's stored rows are made
 // unreadable first; an in-process control job fails on them), charges it
-// once, refuses before charging a line-search job on the pool and a job on
+// once, runs a line-search job there too, refuses before charging a dp_dda
+// job on the pool (a job type that cannot read its rows there) and a job on
 // an unplaced dataset, refuses PlaceDataset to an analyst, and deletes the
 // shards with the dataset (every rank confirms; the store is empty after),
 // also when the database forgot the placement; a rank's death fails the
@@ -20,8 +21,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/optim/gradient_sums.h"
 #include "core/optim/mpi_pool/worker_pool.h"
+#include "core/optim/row_sums.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -232,8 +233,8 @@ TEST_F(MpiPoolServerTest, PlacesRunsRefusesAndDeletes) {
     EXPECT_TRUE(result.cost().charged());
   }
 
-  // Refused before charging: a job type that cannot read its rows on the
-  // pool, and a dataset that is not placed.
+  // A line-search job (dp_blgd) reads its gradients and loss sums on the
+  // pool too.
   {
     v1::JobSpec line_search = Spec(
         R"({"dataset": "placed", "model": {"logistic_regression": {"l2": 0.01}},
@@ -242,11 +243,30 @@ TEST_F(MpiPoolServerTest, PlacesRunsRefusesAndDeletes) {
             "execution": "EXECUTION_MPI_POOL"})");
     v1::Job job;
     const grpc::Status st = Submit(s, line_search, &job);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    const v1::Job done = s.WaitForJob(job.id(), 120);
+    ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.message();
+    EXPECT_EQ(LedgerEntries(s, "placed"), before + 2);
+  }
+
+  // Refused before charging: a job type that cannot read its rows on the
+  // pool (dp_dda: its own execution field starts mpirun per job), and a
+  // dataset that is not placed.
+  {
+    v1::JobSpec dda = Spec(
+        R"({"dataset": "placed", "model": {"hinge_svm": {"l2": 0.0005}},
+            "privacy": {"epsilon": 1, "delta": 1e-6},
+            "algorithm": {"dp_dda": {"nodes": 4, "iterations": 20,
+                                     "batch_size": 8}},
+            "execution": "EXECUTION_MPI_POOL"})");
+    v1::Job job;
+    const grpc::Status st = Submit(s, dda, &job);
     EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
     EXPECT_THAT(st.error_message(),
-                HasSubstr("cannot read its rows on the worker pool"));
+                HasSubstr("dp_dda cannot read its rows on the worker pool"));
     EXPECT_THAT(st.error_message(), HasSubstr("dp_sgd"));
-    EXPECT_EQ(LedgerEntries(s, "placed"), before + 1);
+    EXPECT_THAT(st.error_message(), HasSubstr("dp_blgd"));
+    EXPECT_EQ(LedgerEntries(s, "placed"), before + 2);
   }
   {
     v1::Job job;
