@@ -278,15 +278,22 @@ int DatasetList(const ParsedArgs& a, const Globals& g) {
     std::cout << ToJson(resp) << std::endl;
     return 0;
   }
-  std::cout << absl::StrFormat("%-20s %-8s %10s %10s %12s %12s\n", "NAME",
+  std::cout << absl::StrFormat("%-20s %-8s %10s %10s %12s %12s  %s\n", "NAME",
                                "ACCESS", "ROWS", "DIMENSION", "EPS_TOTAL",
-                               "EPS_LEFT");
+                               "EPS_LEFT", "POOL");
   for (const auto& d : resp.datasets()) {
+    // The worker-pool placement: its ranks, "(stale)" when the server's
+    // pool has another rank count now.
+    const std::string pool =
+        !d.has_placement()
+            ? "-"
+            : absl::StrCat(d.placement().ranks(), " ranks",
+                           d.placement().current() ? "" : " (stale)");
     std::cout << absl::StrFormat(
-        "%-20s %-8s %10d %10d %12s %12s\n", d.name(),
+        "%-20s %-8s %10d %10d %12s %12s  %s\n", d.name(),
         d.public_() ? "public" : "private", d.rows(), d.dimension(),
         d.public_() ? "-" : Num(d.budget().epsilon_total()),
-        d.public_() ? "-" : Num(d.budget().epsilon_remaining()));
+        d.public_() ? "-" : Num(d.budget().epsilon_remaining()), pool);
   }
   return 0;
 }
