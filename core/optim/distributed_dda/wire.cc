@@ -49,13 +49,16 @@ absl::StatusOr<Eigen::VectorXd> GetVector(WireReader& r) {
   return v;
 }
 
-uint64_t Fnv1a(absl::string_view bytes) {
-  uint64_t h = kFnvOffset;
+uint64_t Fnv1aExtend(uint64_t hash, absl::string_view bytes) {
   for (unsigned char c : bytes) {
-    h ^= c;
-    h *= kFnvPrime;
+    hash ^= c;
+    hash *= kFnvPrime;
   }
-  return h;
+  return hash;
+}
+
+uint64_t Fnv1a(absl::string_view bytes) {
+  return Fnv1aExtend(kFnvOffset, bytes);
 }
 
 void WireWriter::U64(uint64_t v) { PutU64(&out_, v); }

@@ -70,6 +70,9 @@ class WireReader {
 };
 
 uint64_t Fnv1a(absl::string_view bytes);
+// Fnv1a of a + b is Fnv1aExtend(Fnv1a(a), b); Fnv1a("") is kFnv1aEmpty.
+uint64_t Fnv1aExtend(uint64_t hash, absl::string_view bytes);
+inline constexpr uint64_t kFnv1aEmpty = 0xcbf29ce484222325ULL;
 
 // A model's configuration (public) in wire fields. GetModel: DATA_LOSS on
 // a bad loss kind or class count (the rest is checked by

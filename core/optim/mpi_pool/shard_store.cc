@@ -1,13 +1,13 @@
 #include "core/optim/mpi_pool/shard_store.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -61,6 +61,49 @@ absl::StatusOr<bool> ZeroAndUnlink(const std::string& path) {
   if (!synced) return Errno("fsync", path);
   if (unlink(path.c_str()) != 0) return Errno("unlink", path);
   return true;
+}
+
+// The rows of a shard file written by distributed_dda::EncodeShard after
+// checking its trailing FNV-1a checksum and its dimension field. DATA_LOSS
+// if either is wrong.
+absl::StatusOr<int64_t> CheckShardFile(const std::string& path,
+                                       int64_t dimension) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Errno("open", path);
+  std::vector<char> block(1 << 20);
+  std::string header, tail;  // the first 40 bytes; the last 8 seen
+  uint64_t hash = distributed_dda::kFnv1aEmpty;
+  while (in) {
+    in.read(block.data(), static_cast<std::streamsize>(block.size()));
+    const size_t n = static_cast<size_t>(in.gcount());
+    if (n == 0) break;
+    const absl::string_view got(block.data(), n);
+    if (header.size() < 40) {
+      const absl::string_view head = got.substr(0, 40 - header.size());
+      header.append(head.data(), head.size());
+    }
+    // Everything but the last 8 bytes is hashed: keep 8 bytes back.
+    std::string joined = tail;
+    joined.append(got.data(), got.size());
+    const size_t keep = std::min<size_t>(8, joined.size());
+    hash = distributed_dda::Fnv1aExtend(
+        hash, absl::string_view(joined).substr(0, joined.size() - keep));
+    tail = joined.substr(joined.size() - keep);
+  }
+  auto u64 = [](absl::string_view b) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) {
+      v |= static_cast<uint64_t>(static_cast<unsigned char>(b[i])) << (8 * i);
+    }
+    return v;
+  };
+  if (header.size() < 40 || tail.size() != 8 || u64(tail) != hash ||
+      static_cast<int64_t>(u64(header.substr(8))) != dimension) {
+    return absl::DataLossError("the placed shard is malformed");
+  }
+  const int64_t rows = static_cast<int64_t>(u64(header));
+  if (rows < 0) return absl::DataLossError("the placed shard is malformed");
+  return rows;
 }
 
 }  // namespace
@@ -131,13 +174,13 @@ absl::StatusOr<int64_t> ShardStore::Commit(absl::string_view id,
     close(fd);
     if (!synced) return Errno("fsync", partial);
   }
-  std::ifstream in(partial, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  absl::StatusOr<Dataset> shard = distributed_dda::DecodeShard(bytes.str());
-  if (!shard.ok() || shard->dimension() != dimension) {
+  // Integrity without decoding the shard (which would hold it twice in
+  // memory): its checksum, streamed, and its shape fields. Load() decodes
+  // and checks the rest when a job opens it.
+  absl::StatusOr<int64_t> rows = CheckShardFile(partial, dimension);
+  if (!rows.ok()) {
     Abort(id);
-    return absl::DataLossError("the placed shard is malformed");
+    return rows.status();
   }
   const std::string path = ShardPath(id);
   // The old shard (if any) is overwritten before the new one replaces it.
@@ -147,7 +190,7 @@ absl::StatusOr<int64_t> ShardStore::Commit(absl::string_view id,
     return Errno("rename", partial);
   }
   RETURN_IF_ERROR(SyncDir(dir_));
-  return shard->rows();
+  return *rows;
 }
 
 void ShardStore::Abort(absl::string_view id) {
@@ -158,14 +201,30 @@ void ShardStore::Abort(absl::string_view id) {
 absl::StatusOr<Dataset> ShardStore::Load(absl::string_view id) const {
   RETURN_IF_ERROR(CheckDatasetId(id));
   const std::string path = ShardPath(id);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("dataset ", id, " is not placed on this rank"));
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      return absl::NotFoundError(
+          absl::StrCat("dataset ", id, " is not placed on this rank"));
+    }
+    return Errno("open", path);
   }
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  absl::StatusOr<Dataset> shard = distributed_dda::DecodeShard(bytes.str());
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size <= 0) {
+    close(fd);
+    return absl::DataLossError("a stored shard is malformed");
+  }
+  // Decoded from a read-only mapping: the shard is in memory once (as the
+  // dataset), not also as a copy of the file.
+  void* map = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ,
+                   MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) return Errno("mmap", path);
+  madvise(map, static_cast<size_t>(st.st_size), MADV_SEQUENTIAL);
+  absl::StatusOr<Dataset> shard =
+      distributed_dda::DecodeShard(absl::string_view(
+          static_cast<const char*>(map), static_cast<size_t>(st.st_size)));
+  munmap(map, static_cast<size_t>(st.st_size));
   if (!shard.ok()) return absl::DataLossError("a stored shard is malformed");
   return shard;
 }

@@ -269,13 +269,34 @@ absl::StatusOr<Message> WorkerPool::Call(MessageType type,
 absl::StatusOr<std::vector<RankReport>> WorkerPool::Place(
     absl::string_view dataset_id, const Dataset& data) {
   RETURN_IF_ERROR(CheckDatasetId(dataset_id));
+  // One placement at a time; its requests take the pool one at a time, so
+  // running jobs' sums go on between its chunks.
+  absl::MutexLock place_lock(&place_mu_);
   RETURN_IF_ERROR(EnsureStarted());
-  absl::MutexLock lock(&mu_);
-  if (channel_ == nullptr) return absl::UnavailableError("pool stopped");
+  uint64_t generation = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    generation = generation_;
+  }
+  auto call = [&](MessageType type,
+                  const std::string& payload) -> absl::StatusOr<Message> {
+    absl::MutexLock lock(&mu_);
+    if (channel_ == nullptr || generation_ != generation) {
+      return absl::UnavailableError(
+          "the worker pool stopped during the placement");
+    }
+    absl::StatusOr<Message> reply = Call(type, payload);
+    if (reply.ok() && type == MessageType::kPlaceEnd &&
+        reply->type != MessageType::kRankReports) {
+      StopLocked();
+      return absl::UnavailableError("the worker pool answered out of turn");
+    }
+    return reply;
+  };
   const std::string id(dataset_id);
   PlaceBegin begin{id, data.rows(), data.dimension()};
   RETURN_IF_ERROR(
-      Call(MessageType::kPlaceBegin, EncodePlaceBegin(begin)).status());
+      call(MessageType::kPlaceBegin, EncodePlaceBegin(begin)).status());
   const int k = options_.ranks;
   for (int r = 0; r < k; ++r) {
     std::vector<int64_t> rows;
@@ -291,20 +312,16 @@ absl::StatusOr<std::vector<RankReport>> WorkerPool::Place(
       encoder.Fill(&chunk.bytes, want);
       if (chunk.bytes.empty()) break;
       RETURN_IF_ERROR(
-          Call(MessageType::kPlaceChunk, EncodePlaceChunk(chunk)).status());
+          call(MessageType::kPlaceChunk, EncodePlaceChunk(chunk)).status());
     }
   }
-  ASSIGN_OR_RETURN(Message reply, Call(MessageType::kPlaceEnd, EncodeId(id)));
-  if (reply.type != MessageType::kRankReports) {
-    StopLocked();
-    return absl::UnavailableError("the worker pool answered out of turn");
-  }
+  ASSIGN_OR_RETURN(Message reply, call(MessageType::kPlaceEnd, EncodeId(id)));
   ASSIGN_OR_RETURN(std::vector<RankReport> reports,
                    DecodeRankReports(reply.payload));
   for (const RankReport& r : reports) {
     if (!r.ok) {
       // No rank keeps a part of a placement that failed somewhere.
-      (void)Call(MessageType::kDrop, EncodeId(id));
+      (void)call(MessageType::kDrop, EncodeId(id));
       return absl::InternalError(
           absl::StrCat("placing the dataset failed on rank ", r.rank, " (",
                        r.host, "): ", r.message));

@@ -99,8 +99,9 @@ class WorkerPool {
   // `data`) to rank r's store as `dataset_id`, replacing an earlier
   // placement, and returns every rank's report (ok, host, rows stored).
   // The shards travel in chunks of kShardChunkBytes, encoded as they are
-  // sent. Errors: INVALID_ARGUMENT (id), UNAVAILABLE (pool), or the first
-  // failing rank's error (then no rank keeps the new shard).
+  // sent; placements run one at a time, and running jobs' sums go on
+  // between their chunks. Errors: INVALID_ARGUMENT (id), UNAVAILABLE (pool), or
+  // the first failing rank's error (then no rank keeps the new shard).
   absl::StatusOr<std::vector<RankReport>> Place(absl::string_view dataset_id,
                                                 const Dataset& data);
   // Securely deletes `dataset_id`'s shard on every rank; every rank's
@@ -132,6 +133,7 @@ class WorkerPool {
   void StopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const WorkerPoolOptions options_;
+  absl::Mutex place_mu_;  // one placement at a time (taken before mu_)
   absl::Mutex mu_;
   std::unique_ptr<ByteChannel> channel_ ABSL_GUARDED_BY(mu_);
   MessageParser parser_ ABSL_GUARDED_BY(mu_);
