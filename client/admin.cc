@@ -414,6 +414,15 @@ int DatasetDelete(const ParsedArgs& a, const Globals& g) {
                       : " and the WAL truncated")
               << ". Its ledger and audit history are kept; the name stays "
                  "reserved.\n";
+    if (out.pool_shards_deleted_size() > 0) {
+      std::cout << "worker pool shards:\n";
+      for (const pb::RankShard& shard : out.pool_shards_deleted()) {
+        std::cout << "  rank " << shard.rank() << "  " << shard.host() << "  "
+                  << (shard.rows() > 0 ? "deleted (overwritten, then removed)"
+                                       : "had no shard")
+                  << "\n";
+      }
+    }
   }
   return 0;
 }
@@ -511,7 +520,8 @@ std::vector<Command> AdminCommands() {
        TokenList},
       {"dataset delete",
        "NAME",
-       "erase a dataset's rows for good, keeping its ledger (curator)",
+       "erase a dataset's rows for good, keeping its ledger (curator); also "
+       "its worker-pool shards (refused while the pool is unavailable)",
        {{"yes", true, "confirm the deletion"}},
        DatasetDelete},
       {"grant add",

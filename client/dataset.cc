@@ -1,4 +1,4 @@
-// dpopt CLI: dataset import, list and show.
+// dpopt CLI: dataset import, list, show and place.
 #include <malloc.h>
 #include <unistd.h>
 
@@ -37,6 +37,12 @@ namespace dpopt::client {
 namespace {
 
 // ---------------------------------------------------------------- datasets
+
+std::string UtcTime(const google::protobuf::Timestamp& t) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
+                          absl::FromUnixSeconds(t.seconds()),
+                          absl::UTCTimeZone());
+}
 
 // The dimension the server infers from a CSV file: the column count of its
 // first non-blank line minus the label column (for --feature-bounds, which
@@ -272,15 +278,22 @@ int DatasetList(const ParsedArgs& a, const Globals& g) {
     std::cout << ToJson(resp) << std::endl;
     return 0;
   }
-  std::cout << absl::StrFormat("%-20s %-8s %10s %10s %12s %12s\n", "NAME",
+  std::cout << absl::StrFormat("%-20s %-8s %10s %10s %12s %12s  %s\n", "NAME",
                                "ACCESS", "ROWS", "DIMENSION", "EPS_TOTAL",
-                               "EPS_LEFT");
+                               "EPS_LEFT", "POOL");
   for (const auto& d : resp.datasets()) {
+    // The worker-pool placement: its ranks, "(stale)" when the server's
+    // pool has another rank count now.
+    const std::string pool =
+        !d.has_placement()
+            ? "-"
+            : absl::StrCat(d.placement().ranks(), " ranks",
+                           d.placement().current() ? "" : " (stale)");
     std::cout << absl::StrFormat(
-        "%-20s %-8s %10d %10d %12s %12s\n", d.name(),
+        "%-20s %-8s %10d %10d %12s %12s  %s\n", d.name(),
         d.public_() ? "public" : "private", d.rows(), d.dimension(),
         d.public_() ? "-" : Num(d.budget().epsilon_total()),
-        d.public_() ? "-" : Num(d.budget().epsilon_remaining()));
+        d.public_() ? "-" : Num(d.budget().epsilon_remaining()), pool);
   }
   return 0;
 }
@@ -334,7 +347,56 @@ int DatasetShow(const ParsedArgs& a, const Globals& g) {
     std::cout << "  dummy      " << d.dummy_dataset()
               << " (dry runs read its public rows)\n";
   }
+  if (d.has_placement()) {
+    const pb::PoolPlacement& p = d.placement();
+    std::cout << "  pool       placed on " << p.ranks() << " rank(s) at "
+              << UtcTime(p.placed_at())
+              << (p.current() ? ""
+                              : " (NOT usable now: the server's pool has "
+                                "another rank count or none; place it again)")
+              << "\n";
+    for (const pb::RankShard& shard : p.shards()) {
+      std::cout << "    rank " << shard.rank() << "  " << shard.host() << "  "
+                << shard.rows() << " rows\n";
+    }
+  }
   if (d.has_budget()) PrintBudget(d.budget());
+  return 0;
+}
+
+int DatasetPlace(const ParsedArgs& a, const Globals& g) {
+  if (a.positional().size() != 1) {
+    return UsageError("usage: dpopt dataset place NAME");
+  }
+  Client c(g);
+  // No deadline: the shards of a large dataset take a while to travel.
+  auto ctx = c.Context(/*deadline=*/false);
+  pb::PlaceDatasetRequest req;
+  req.set_name(a.positional()[0]);
+  if (!g.json) {
+    std::cerr << "placing " << req.name()
+              << " on the server's worker pool (the server sends each rank "
+                 "its shard)...\n";
+  }
+  pb::PlaceDatasetResponse out;
+  grpc::Status s = c.datasets().PlaceDataset(ctx.get(), req, &out);
+  if (!s.ok()) return ReportRpcError(s, g);
+  if (g.json) {
+    std::cout << ToJson(out) << std::endl;
+    return 0;
+  }
+  int64_t rows = 0;
+  for (const pb::RankShard& shard : out.shards()) rows += shard.rows();
+  std::cout << "placed " << out.name() << " on " << out.shards_size()
+            << " rank(s), " << rows << " rows, at " << UtcTime(out.placed_at())
+            << ":\n";
+  for (const pb::RankShard& shard : out.shards()) {
+    std::cout << "  rank " << shard.rank() << "  " << shard.host() << "  "
+              << shard.rows() << " rows" << (shard.ok() ? "" : "  FAILED")
+              << "\n";
+  }
+  std::cout << "jobs with \"execution\": \"EXECUTION_MPI_POOL\" on "
+            << out.name() << " now read their rows on these ranks.\n";
   return 0;
 }
 
@@ -395,6 +457,14 @@ std::vector<Command> DatasetCommands() {
        "public metadata of a dataset (never rows)",
        {},
        DatasetShow},
+      {"dataset place",
+       "NAME",
+       "place a dataset on the server's MPI worker pool (curator): each rank "
+       "keeps one shard on its host for jobs with \"execution\": "
+       "\"EXECUTION_MPI_POOL\"; prints every rank's host and rows (placing "
+       "again replaces the shards, deleting the dataset deletes them)",
+       {},
+       DatasetPlace},
   };
 }
 

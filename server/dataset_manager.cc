@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "core/optim/mpi_pool/worker_pool.h"
 #include "server/proto_util.h"
 #include "server/synthetic_dataset.h"
 #include "server/translation/piecewise_affine.h"
@@ -113,10 +114,191 @@ v1::NeighbouringRelation RelationProto(const storage::DatasetRecord& r) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DatasetManager>> DatasetManager::Create(
-    storage::Database* db) {
+    storage::Database* db, optim::mpi_pool::WorkerPool* pool) {
   if (db == nullptr) return absl::InvalidArgumentError("database is null");
   db->ledger().SetCostFolder(&DatasetManager::FoldCosts);
-  return std::unique_ptr<DatasetManager>(new DatasetManager(db));
+  return std::unique_ptr<DatasetManager>(new DatasetManager(db, pool));
+}
+
+std::string DatasetManager::PoolDatasetId(const storage::DatasetRecord& r) {
+  return absl::StrCat("dataset-", r.id, "-", r.created_at_micros);
+}
+
+namespace {
+
+v1::RankShard RankShardOf(const optim::mpi_pool::RankReport& report) {
+  v1::RankShard out;
+  out.set_rank(report.rank);
+  out.set_host(report.host);
+  out.set_rows(report.count);
+  out.set_ok(report.ok);
+  return out;
+}
+
+// The first failing rank's report as a status (its message names no data).
+absl::Status CheckReports(
+    const std::vector<optim::mpi_pool::RankReport>& reports, int ranks,
+    absl::string_view what) {
+  if (reports.size() != static_cast<size_t>(ranks)) {
+    return absl::UnavailableError(
+        absl::StrCat("the worker pool answered ", what, " with ",
+                     reports.size(), " rank reports for ", ranks, " ranks"));
+  }
+  for (size_t r = 0; r < reports.size(); ++r) {
+    if (reports[r].rank != static_cast<int>(r)) {
+      return absl::UnavailableError(absl::StrCat(
+          "the worker pool's reports for ", what, " are not in rank order"));
+    }
+    if (!reports[r].ok) {
+      return absl::UnavailableError(absl::StrCat(what, " failed on rank ", r,
+                                                 " (", reports[r].host,
+                                                 "): ", reports[r].message));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::PlaceDatasetResponse> DatasetManager::Place(
+    const std::string& name) {
+  if (pool_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "this server has no worker pool (start it with --mpi-pool=N)");
+  }
+  ASSIGN_OR_RETURN(storage::DatasetRecord record, db_->datasets().Get(name));
+  if (!record.problem_json.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dataset ", name,
+        " is a max-affine problem; no job type on it reads its rows on the "
+        "worker pool"));
+  }
+  const int ranks = pool_->options().ranks;
+  ASSIGN_OR_RETURN(std::optional<storage::DatasetPlacement> earlier,
+                   db_->datasets().FindPlacement(record.id));
+  if (earlier.has_value() && earlier->ranks > ranks) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dataset ", name, " is placed on ", earlier->ranks,
+        " ranks and the worker pool has ", ranks, " now: the shards of ranks ",
+        ranks, "..", earlier->ranks - 1,
+        " cannot be replaced or deleted; restart the server with --mpi-pool=",
+        earlier->ranks, " and delete or place it there"));
+  }
+  RETURN_IF_ERROR(pool_->EnsureStarted());
+  const std::string pool_id = PoolDatasetId(record);
+  std::vector<optim::mpi_pool::RankReport> reports;
+  {
+    // The one time the server reads a placed dataset's rows: freed when the
+    // shards have been sent.
+    ASSIGN_OR_RETURN(Dataset rows, db_->datasets().Load(record.name));
+    ASSIGN_OR_RETURN(reports, pool_->Place(pool_id, rows));
+  }
+  RETURN_IF_ERROR(CheckReports(reports, ranks, "placing the dataset"));
+  std::vector<storage::PlacedShard> shards;
+  for (const optim::mpi_pool::RankReport& report : reports) {
+    storage::PlacedShard shard;
+    shard.rank = report.rank;
+    shard.host = report.host;
+    shard.rows = report.count;
+    shards.push_back(std::move(shard));
+  }
+  absl::StatusOr<storage::DatasetPlacement> placed =
+      db_->datasets().RecordPlacement(record.id, record.created_at_micros,
+                                      ranks, shards);
+  if (absl::IsNotFound(placed.status())) {
+    // Deleted while its shards travelled: they go again.
+    (void)pool_->Drop(pool_id);
+    return absl::NotFoundError(
+        absl::StrCat("dataset ", name,
+                     " was deleted while it was being placed; its "
+                     "shards were dropped from the worker pool"));
+  }
+  if (!placed.ok()) return placed.status();
+  v1::PlaceDatasetResponse out;
+  out.set_name(record.name);
+  for (const auto& report : reports) *out.add_shards() = RankShardOf(report);
+  *out.mutable_placed_at() = ToTimestamp(placed->placed_at_micros);
+  return out;
+}
+
+absl::Status DatasetManager::CheckPlacementDroppable(
+    const storage::DatasetRecord& record) {
+  ASSIGN_OR_RETURN(std::optional<storage::DatasetPlacement> placement,
+                   db_->datasets().FindPlacement(record.id));
+  if (!placement.has_value()) return absl::OkStatus();
+  if (pool_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "dataset ", record.name, " is placed on a worker pool of ",
+        placement->ranks,
+        " ranks, and this server was started without one: restart it with "
+        "--mpi-pool=",
+        placement->ranks,
+        " so that the shards are deleted too; nothing was deleted"));
+  }
+  const int ranks = pool_->options().ranks;
+  if (placement->ranks > ranks) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dataset ", record.name, " is placed on ", placement->ranks,
+        " ranks and the worker pool has ", ranks,
+        " now: restart the server with --mpi-pool=", placement->ranks,
+        " so that every shard is deleted; nothing was deleted"));
+  }
+  absl::Status started = pool_->EnsureStarted();
+  if (!started.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "dataset ", record.name,
+        " is placed on the worker pool, which is unavailable (",
+        started.message(),
+        "): its shards could not be deleted, so nothing was deleted; retry "
+        "when the pool is back"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<v1::RankShard>> DatasetManager::DropPlacement(
+    const storage::DatasetRecord& record) {
+  ASSIGN_OR_RETURN(std::optional<storage::DatasetPlacement> placement,
+                   db_->datasets().FindPlacement(record.id));
+  if (!placement.has_value()) {
+    // Not placed as far as this database knows. A pool may still hold its
+    // shards (a backup restored from before the placement forgot it): with
+    // a pool, ask every rank anyway, and report the shards found; a pool
+    // that is unavailable does not hold up the deletion of a dataset that
+    // is not recorded as placed.
+    std::vector<v1::RankShard> found;
+    if (pool_ == nullptr || !pool_->EnsureStarted().ok()) return found;
+    absl::StatusOr<std::vector<optim::mpi_pool::RankReport>> reports =
+        pool_->Drop(PoolDatasetId(record));
+    if (!reports.ok()) return found;
+    bool any = false;
+    for (const auto& report : *reports) any = any || report.count > 0;
+    if (any) {
+      for (const auto& report : *reports) found.push_back(RankShardOf(report));
+    }
+    return found;
+  }
+  RETURN_IF_ERROR(CheckPlacementDroppable(record));
+  const int ranks = pool_->options().ranks;
+  absl::StatusOr<std::vector<optim::mpi_pool::RankReport>> reports =
+      pool_->Drop(PoolDatasetId(record));
+  if (!reports.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "dataset ", record.name,
+        " is placed on the worker pool, which is unavailable (",
+        reports.status().message(),
+        "): its shards could not be deleted, so nothing was deleted; retry "
+        "when the pool is back"));
+  }
+  absl::Status all_ok = CheckReports(*reports, ranks, "deleting the shards");
+  if (!all_ok.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat(all_ok.message(),
+                     "; the dataset was not deleted (retry the deletion)"));
+  }
+  RETURN_IF_ERROR(db_->datasets().RemovePlacement(record.id));
+  std::vector<v1::RankShard> out;
+  for (const auto& report : *reports) out.push_back(RankShardOf(report));
+  return out;
 }
 
 absl::StatusOr<privacy::BudgetConfig> DatasetManager::BudgetConfigOf(
@@ -217,6 +399,22 @@ absl::StatusOr<v1::DatasetInfo> DatasetManager::Info(
     ASSIGN_OR_RETURN(std::optional<storage::DatasetRecord> dummy,
                      db_->datasets().FindDummyFor(r.id));
     if (dummy.has_value()) d.set_dummy_dataset(dummy->name);
+  }
+  ASSIGN_OR_RETURN(std::optional<storage::DatasetPlacement> placement,
+                   db_->datasets().FindPlacement(r.id));
+  if (placement.has_value()) {
+    v1::PoolPlacement* p = d.mutable_placement();
+    p->set_ranks(placement->ranks);
+    for (const storage::PlacedShard& shard : placement->shards) {
+      v1::RankShard* s = p->add_shards();
+      s->set_rank(shard.rank);
+      s->set_host(shard.host);
+      s->set_rows(shard.rows);
+      s->set_ok(true);
+    }
+    *p->mutable_placed_at() = ToTimestamp(placement->placed_at_micros);
+    p->set_current(pool_ != nullptr &&
+                   pool_->options().ranks == placement->ranks);
   }
   if (!r.is_public) {
     ASSIGN_OR_RETURN(storage::LedgerTotals t, db_->ledger().Totals(r.name));

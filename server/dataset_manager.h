@@ -16,13 +16,18 @@
 #include "storage/database.h"
 #include "storage/staged_import.h"
 
+namespace dpopt::optim::mpi_pool {
+class WorkerPool;  // core/optim/mpi_pool/worker_pool.h
+}  // namespace dpopt::optim::mpi_pool
+
 namespace dpopt::server {
 
 class DatasetManager {
  public:
-  // REQUIRES: db outlives the manager.
+  // REQUIRES: db (and pool, if not null: the server's MPI worker pool)
+  // outlive the manager.
   static absl::StatusOr<std::unique_ptr<DatasetManager>> Create(
-      storage::Database* db);
+      storage::Database* db, optim::mpi_pool::WorkerPool* pool = nullptr);
 
   // An import receiving the file chunk by chunk (ImportDataset). Ordinary
   // datasets stream into storage (storage::StagedImport: memory bounded by
@@ -59,6 +64,32 @@ class DatasetManager {
   absl::StatusOr<v1::ListLedgerResponse> Ledger(
       const std::string& name, const std::string& only_principal = "");
 
+  // The worker pool (PlaceDataset). Reads the dataset's rows once (not
+  // through the job manager's cache), sends rank r its shard, and records
+  // the placement with every rank's host and rows. FAILED_PRECONDITION
+  // without a pool, or if the dataset was placed on more ranks than the
+  // pool has now (the shards of the missing ranks could not be replaced);
+  // UNAVAILABLE when the pool cannot be reached; NOT_FOUND. If the dataset
+  // is deleted while it is being placed, the new shards are dropped again.
+  absl::StatusOr<v1::PlaceDatasetResponse> Place(const std::string& name);
+  // Deletes the shards of `record` from the pool if it is placed (every
+  // rank's confirmation) and forgets its placement. If it is not recorded
+  // as placed and the server has a pool, asks the ranks anyway (best
+  // effort) and returns their reports only if some rank held a shard;
+  // otherwise an empty list. UNAVAILABLE (nothing deleted) when it is placed
+  // but this server has no pool or the pool cannot be reached;
+  // FAILED_PRECONDITION when it was placed on more ranks than the pool has now.
+  absl::StatusOr<std::vector<v1::RankShard>> DropPlacement(
+      const storage::DatasetRecord& record);
+  // DropPlacement's checks without dropping anything (the pool is started
+  // if needed): OK when the dataset is not placed or its shards can be
+  // dropped now. DeleteDataset asks before it cancels the dataset's jobs.
+  absl::Status CheckPlacementDroppable(const storage::DatasetRecord& record);
+  // The dataset's name on the pool (mpi_pool::CheckDatasetId's alphabet):
+  // its id and creation time, so that a dataset imported later under a
+  // reused id never finds another dataset's shards.
+  static std::string PoolDatasetId(const storage::DatasetRecord& record);
+
   // Helpers shared with the job manager.
   static absl::StatusOr<privacy::BudgetConfig> BudgetConfigOf(
       const storage::DatasetRecord& record);
@@ -81,7 +112,8 @@ class DatasetManager {
  private:
   class StreamedImport;
   class BufferedImport;
-  explicit DatasetManager(storage::Database* db) : db_(db) {}
+  DatasetManager(storage::Database* db, optim::mpi_pool::WorkerPool* pool)
+      : db_(db), pool_(pool) {}
   absl::StatusOr<v1::DatasetInfo> Info(const storage::DatasetRecord& record);
   // A dummy's import (ImportHeader.dummy_for): the private dataset it is for,
   // once the header fits it (public, same schema, no dummy attached yet).
@@ -91,6 +123,7 @@ class DatasetManager {
       const storage::DatasetRecord& dummy);
 
   storage::Database* db_;
+  optim::mpi_pool::WorkerPool* pool_;
 };
 
 }  // namespace dpopt::server

@@ -7,11 +7,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "core/common/status_macros.h"
+#include "core/optim/mpi_pool/worker_pool.h"
 #include "core/optim/objective.h"
 #include "server/event_log.h"
 #include "server/job_limits.h"
 #include "server/synthetic_dataset.h"
+#include "server/translation/registry.h"
 
 namespace dpopt::server {
 namespace {
@@ -115,6 +118,16 @@ absl::StatusOr<PreparedJob> JobAdmission::PrepareRealJob(
   ASSIGN_OR_RETURN(p.job, TranslateJobSpec(spec, p.dataset.is_public,
                                            p.dataset.num_classes, env_));
   RETURN_IF_ERROR(CheckDatasetKind(p.job, p.dataset));
+  if (!v1::Execution_IsValid(spec.execution())) {
+    return absl::InvalidArgumentError(
+        "execution must be EXECUTION_UNSPECIFIED, EXECUTION_IN_PROCESS or "
+        "EXECUTION_MPI_POOL");
+  }
+  // A dry run ignores the execution field: it runs in this process on
+  // synthetic rows or the public dummy's (docs/user-guide.md, "Dry runs").
+  if (spec.execution() == v1::EXECUTION_MPI_POOL && !spec.dry_run()) {
+    RETURN_IF_ERROR(CheckWorkerPool(p));
+  }
   if (p.job.traits.trains_model &&
       optim::RequiredLabelKind(p.job.model.loss) != p.dataset.label_kind) {
     return absl::InvalidArgumentError(
@@ -244,6 +257,54 @@ absl::StatusOr<PreparedJob> JobAdmission::PrepareRealJob(
   p.cost.set_accountant(p.priced.accountant);
   p.cost.set_charged(true);
   return p;
+}
+
+absl::Status JobAdmission::CheckWorkerPool(PreparedJob& p) const {
+  if (env_.pool == nullptr) {
+    return absl::FailedPreconditionError(
+        "execution EXECUTION_MPI_POOL: this server has no worker pool (it "
+        "was started without --mpi-pool); nothing was charged");
+  }
+  if (!p.job.traits.runs_on_worker_pool) {
+    std::vector<std::string> pool_types;
+    for (const JobFamily* family : JobFamilies()) {
+      for (AlgorithmCase c : family->cases) {
+        v1::AlgorithmSpec probe;
+        // The traits of case c: a spec with that oneof member set.
+        const google::protobuf::FieldDescriptor* field =
+            v1::AlgorithmSpec::descriptor()->FindFieldByNumber(c);
+        if (field == nullptr) continue;
+        probe.GetReflection()->MutableMessage(&probe, field);
+        if (family->traits(probe).runs_on_worker_pool) {
+          pool_types.push_back(JobTypeName(c));
+        }
+      }
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "execution EXECUTION_MPI_POOL: ", p.job.algorithm_name,
+        " cannot read its rows on the worker pool (job types that can: ",
+        absl::StrJoin(pool_types, ", "), "); nothing was charged"));
+  }
+  ASSIGN_OR_RETURN(std::optional<storage::DatasetPlacement> placement,
+                   db_->datasets().FindPlacement(p.dataset.id));
+  if (!placement.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "execution EXECUTION_MPI_POOL: dataset ", p.dataset.name,
+        " is not placed on the worker pool (a curator places it with `dpopt "
+        "dataset place ",
+        p.dataset.name, "`); nothing was charged"));
+  }
+  const int ranks = env_.pool->options().ranks;
+  if (placement->ranks != ranks) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "execution EXECUTION_MPI_POOL: dataset ", p.dataset.name,
+        " was placed on ", placement->ranks, " ranks but the worker pool has ",
+        ranks, " now (a curator places it again with `dpopt dataset place ",
+        p.dataset.name, "`); nothing was charged"));
+  }
+  p.pool_dataset_id = DatasetManager::PoolDatasetId(p.dataset);
+  p.pool_ranks = ranks;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::JobEstimate> JobAdmission::Estimate(

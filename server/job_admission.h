@@ -51,6 +51,12 @@ struct PreparedJob {
   bool dry_run = false;
   std::optional<storage::DatasetRecord> dummy;
   std::string synthetic_source;
+  // A job that reads its rows on the worker pool (spec.execution =
+  // EXECUTION_MPI_POOL, not a dry run): the dataset's id on the pool
+  // (DatasetManager::PoolDatasetId) and the rank count it was placed with.
+  // Empty: the rows are read in this process.
+  std::string pool_dataset_id;
+  int pool_ranks = 0;
 };
 
 v1::Calibration CalibrationToProto(const optim::Calibration& c);
@@ -101,6 +107,11 @@ class JobAdmission {
 
  private:
   absl::StatusOr<PreparedJob> PrepareRealJob(const v1::JobSpec& spec) const;
+  // For spec.execution = EXECUTION_MPI_POOL: FAILED_PRECONDITION unless this
+  // server has a pool, the job type reads its rows there and the dataset is
+  // placed on the pool with its current rank count; then sets
+  // p.pool_dataset_id and p.pool_ranks. Reads no row.
+  absl::Status CheckWorkerPool(PreparedJob& p) const;
   absl::StatusOr<v1::JobEstimate> EstimatePrepared(
       const PreparedJob& p, const std::string& principal) const;
   storage::ChargeRequest ChargeOf(const PreparedJob& p) const;

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "core/common/status_macros.h"
 #include "core/noise/random.h"
+#include "core/optim/mpi_pool/worker_pool.h"
 #include "core/optim/objective.h"
 #include "core/privacy/privacy_filter.h"
 #include "server/event_log.h"
@@ -107,6 +108,7 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
   m->options_ = options;
   ExecutionEnvironment env;
   if (m->options_.mpi.has_value()) env.mpi = &*m->options_.mpi;
+  env.pool = m->options_.pool;
   // The families' start-up checks (e.g. only the production MPI worker).
   RETURN_IF_ERROR(CheckExecutionEnvironment(env));
   JobAdmission::Limits limits;
@@ -613,9 +615,12 @@ absl::Status JobManager::RunJob(const std::string& job_id, const PreparedJob& p,
   PublishJob(job_id);
 
   // A dry run never loads the dataset's rows: synthetic ones, or the public
-  // dummy's.
+  // dummy's. Nor does a pool job: its rows stay on the pool's ranks.
+  const bool on_pool = !p.dry_run && !p.pool_dataset_id.empty();
   ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> train_rows,
-                   p.dry_run ? DryRunRows(p) : LoadRows(p.dataset));
+                   p.dry_run ? DryRunRows(p)
+                   : on_pool ? PoolJobRows(p)
+                             : LoadRows(p.dataset));
   const Dataset& train = *train_rows;
   std::shared_ptr<const Dataset> eval;
   if (p.has_eval) {
@@ -626,6 +631,14 @@ absl::Status JobManager::RunJob(const std::string& job_id, const PreparedJob& p,
   ASSIGN_OR_RETURN(auto rng, noise::NewSecureRandom());
   TraceRecorder recorder(this, job_id, p, objective.get(), eval.get(), token);
   optim::SolveContext context(rng.get(), &recorder);
+  // A pool job's rows: opened on every rank by the oracle, closed when this
+  // goes. A pool failure fails the job (it stays charged).
+  std::unique_ptr<optim::RemoteRows> remote_rows;
+  if (on_pool) {
+    remote_rows =
+        options_.pool->RowsFor(p.pool_dataset_id, pool_jobs_.fetch_add(1) + 1);
+    context.remote_rows = remote_rows.get();
+  }
   absl::StatusOr<optim::SolveResult> run =
       p.job.algorithm->Run(train, p.calibration, context);
   if (!run.ok() || run->cancelled || token.cancelled()) {
@@ -695,6 +708,29 @@ absl::StatusOr<std::shared_ptr<const Dataset>> JobManager::LoadRows(
   key.rows = live.rows;
   key.dimension = live.dimension;
   return cache_->Get(key, [&]() { return db_->datasets().Load(live.name); });
+}
+
+absl::StatusOr<std::shared_ptr<const Dataset>> JobManager::PoolJobRows(
+    const PreparedJob& p) {
+  ASSIGN_OR_RETURN(storage::DatasetRecord live,
+                   db_->datasets().Get(p.dataset.name));
+  if (live.id != p.dataset.id || live.deleted_at_micros != 0) {
+    return absl::NotFoundError(
+        absl::StrCat("dataset \"", p.dataset.name, "\" not found"));
+  }
+  ASSIGN_OR_RETURN(std::optional<storage::DatasetPlacement> placement,
+                   db_->datasets().FindPlacement(live.id));
+  if (options_.pool == nullptr || !placement.has_value() ||
+      placement->ranks != p.pool_ranks) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dataset ", p.dataset.name,
+        "'s placement on the worker pool changed after the job was admitted; "
+        "the job did not run (its privacy cost stays charged)"));
+  }
+  // Run() reads no row of it (SolveContext::remote_rows): only its shape.
+  return std::make_shared<const Dataset>(
+      Dataset::Dense(Eigen::MatrixXd(0, live.dimension), Eigen::VectorXd(0),
+                     live.label_kind, live.num_classes));
 }
 
 absl::StatusOr<std::shared_ptr<const Dataset>> JobManager::DryRunRows(

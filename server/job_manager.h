@@ -30,6 +30,10 @@
 #include "server/trace_hub.h"
 #include "storage/database.h"
 
+namespace dpopt::optim::mpi_pool {
+class WorkerPool;  // core/optim/mpi_pool/worker_pool.h
+}  // namespace dpopt::optim::mpi_pool
+
 namespace dpopt::server {
 
 class JobManager {
@@ -41,6 +45,10 @@ class JobManager {
     // MPI jobs are refused with FAILED_PRECONDITION before anything is
     // charged.
     std::optional<optim::MpiSettings> mpi;
+    // The MPI worker pool for jobs with JobSpec.execution =
+    // EXECUTION_MPI_POOL (not owned; must outlive the manager); null = such
+    // jobs are refused with FAILED_PRECONDITION before anything is charged.
+    optim::mpi_pool::WorkerPool* pool = nullptr;
     // Decoded datasets kept between jobs (server/dataset_cache.h).
     DatasetCache::Options dataset_cache;
     // Job metrics (server/metrics.h); null = none. Not owned; must outlive
@@ -178,6 +186,12 @@ class JobManager {
   // once the dataset is deleted, cached or not.
   absl::StatusOr<std::shared_ptr<const Dataset>> LoadRows(
       const storage::DatasetRecord& record);
+  // A pool job's dataset for Run(): no rows, the dataset's public
+  // dimension, label kind and classes (the rows are read on the pool
+  // through SolveContext::remote_rows). NOT_FOUND once the dataset is
+  // deleted; FAILED_PRECONDITION if its placement changed since admission.
+  absl::StatusOr<std::shared_ptr<const Dataset>> PoolJobRows(
+      const PreparedJob& prepared);
   // A dry run's rows: the public dummy's, or synthetic ones drawn from the
   // dataset's public schema (server/synthetic_dataset.h). Never the
   // dataset's own rows.
@@ -199,6 +213,9 @@ class JobManager {
   std::atomic<bool> draining_{false};
   // Jobs handed to the runner and not yet ended.
   std::atomic<int64_t> active_{0};
+  // The last job handle given to the worker pool (unique among its open
+  // jobs).
+  std::atomic<uint64_t> pool_jobs_{0};
   storage::Database* db_;
   TraceHub* hub_;
   std::unique_ptr<JobAdmission> admission_;

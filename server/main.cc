@@ -26,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/common/status_macros.h"
+#include "core/optim/mpi_pool/worker_pool.h"
 #include "server/auth.h"
 #include "server/event_log.h"
 #include "server/server.h"
@@ -123,6 +124,26 @@ ABSL_FLAG(int, mpi_timeout, 3600,
           "seconds after which an MPI job is stopped and FAILED (still "
           "charged)");
 ABSL_FLAG(int, mpi_max_ranks, 64, "most MPI ranks one dp_dda job may use");
+// The MPI worker pool (the gradient, accelerated and line-search job types with
+// "execution": "EXECUTION_MPI_POOL"; DEVELOPERS.md, "Worker pool").
+ABSL_FLAG(int, mpi_pool, 0,
+          "ranks of the MPI worker pool started with the server, in [0, "
+          "1024]; 0 (the default): no pool, and jobs asking for it are "
+          "refused before anything is charged. Uses --mpirun (default "
+          "mpirun), --mpi-hostfile and --mpi-args");
+ABSL_FLAG(std::string, mpi_pool_worker, "",
+          "the dpopt-mpi-pool executable the pool's ranks run (default: next "
+          "to dpopt-server)");
+ABSL_FLAG(std::string, mpi_pool_connect, "",
+          "connect to an operator-started pool of --mpi-pool ranks (rank 0 of "
+          "`mpirun ... dpopt-mpi-pool --store=DIR --listen=SOCKET`, on this "
+          "host) at this Unix socket instead of starting mpirun; "
+          "--mpi-pool-worker, --mpi-pool-store and the --mpi* launcher flags "
+          "are then unused (docs/scale-out.md)");
+ABSL_FLAG(std::string, mpi_pool_store, "",
+          "each pool rank's shard directory (rank r uses DIR/rank-r on its "
+          "host; an absolute path valid on every host); default: the --db "
+          "path + \".pool-shards\"");
 
 ABSL_FLAG(std::string, ledger_mark_file, "",
           "the ledger's high-water mark, kept outside the database so that a "
@@ -416,6 +437,8 @@ int main(int argc, char** argv) {
       "       [--mpirun=PATH [--dda-worker=PATH] "
       "[--mpi-hostfile=FILE] [--mpi-args=A,B] [--mpi-timeout=S] "
       "[--mpi-max-ranks=N]]\n"
+      "       [--mpi-pool=N [--mpi-pool-worker=PATH] "
+      "[--mpi-pool-store=DIR] [--mpi-pool-connect=SOCKET]]\n"
       "       dpopt-server backup --db=PATH --to=FILE     online backup "
       "(SQLite "
       "backup API), safe while the server runs\n"
@@ -546,6 +569,49 @@ int main(int argc, char** argv) {
       return 1;
     }
     o.mpi = m;
+  }
+  if (absl::GetFlag(FLAGS_mpi_pool) < 0 ||
+      absl::GetFlag(FLAGS_mpi_pool) > 1024) {
+    std::cerr << "dpopt-server: --mpi-pool must be in [0, 1024] (0 = no pool)"
+              << std::endl;
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_mpi_pool) > 0) {
+    dpopt::optim::mpi_pool::WorkerPoolOptions p;
+    p.ranks = absl::GetFlag(FLAGS_mpi_pool);
+    p.mpirun = absl::GetFlag(FLAGS_mpirun).empty()
+                   ? "mpirun"
+                   : absl::GetFlag(FLAGS_mpirun);
+    p.connect = absl::GetFlag(FLAGS_mpi_pool_connect);
+    p.worker = absl::GetFlag(FLAGS_mpi_pool_worker);
+    if (p.worker.empty()) {
+      std::error_code ec;
+      const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+      p.worker = (self.parent_path() / "dpopt-mpi-pool").string();
+    }
+    if (p.connect.empty() && access(p.worker.c_str(), X_OK) != 0) {
+      std::cerr << "dpopt-server: --mpi-pool is set but the pool program "
+                << p.worker << " is not executable (give --mpi-pool-worker)"
+                << std::endl;
+      return 1;
+    }
+    p.store_dir = absl::GetFlag(FLAGS_mpi_pool_store);
+    p.hostfile = absl::GetFlag(FLAGS_mpi_hostfile);
+    for (absl::string_view a : absl::StrSplit(absl::GetFlag(FLAGS_mpi_args),
+                                              ',', absl::SkipEmpty())) {
+      p.mpirun_args.emplace_back(a);
+    }
+    // Never allow_testing_worker: only the production pool program (secure
+    // generators) serves this server.
+    o.mpi_pool =
+        std::make_shared<const dpopt::optim::mpi_pool::WorkerPoolOptions>(p);
+  } else if (!absl::GetFlag(FLAGS_mpi_pool_worker).empty() ||
+             !absl::GetFlag(FLAGS_mpi_pool_store).empty() ||
+             !absl::GetFlag(FLAGS_mpi_pool_connect).empty()) {
+    std::cerr << "dpopt-server: --mpi-pool-worker, --mpi-pool-store and "
+                 "--mpi-pool-connect need --mpi-pool=N (N > 0)"
+              << std::endl;
+    return 2;
   }
   o.ledger_mark_file = absl::GetFlag(FLAGS_ledger_mark_file);
   o.deletion_record_file = absl::GetFlag(FLAGS_deletion_record_file);

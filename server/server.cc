@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "core/common/address.h"
 #include "core/common/status_macros.h"
+#include "core/optim/mpi_pool/worker_pool.h"
 #include "core/optim/parallel.h"
 #include "google/protobuf/descriptor.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -159,7 +160,26 @@ absl::Status ServerOptions::Validate() const {
         "--insecure if a trusted proxy terminates TLS"));
   }
   RETURN_IF_ERROR(metrics.Validate());
+  if (mpi_pool != nullptr) {
+    optim::mpi_pool::WorkerPoolOptions pool = *mpi_pool;
+    pool.store_dir = PoolStoreDir();
+    absl::Status valid = pool.Validate();
+    if (!valid.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("worker pool (--mpi-pool): ", valid.message()));
+    }
+  }
   return absl::OkStatus();
+}
+
+std::string ServerOptions::PoolStoreDir() const {
+  if (mpi_pool != nullptr && !mpi_pool->store_dir.empty()) {
+    return mpi_pool->store_dir;
+  }
+  std::error_code ec;
+  const std::filesystem::path dir =
+      std::filesystem::absolute(db_path + ".pool-shards", ec);
+  return ec ? db_path + ".pool-shards" : dir.string();
 }
 
 const std::vector<storage::DeletionEntry>& DpoptServer::reapplied_deletions()
@@ -218,7 +238,22 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   TraceHub::Options hub_options;
   hub_options.max_buffered_bytes_per_watcher = options.max_watch_buffer_bytes;
   s->hub_ = std::make_unique<TraceHub>(hub_options);
-  ASSIGN_OR_RETURN(s->datasets_, DatasetManager::Create(s->db_.get()));
+  if (options.mpi_pool != nullptr) {
+    // The pool starts with the server: a server that was asked for a pool
+    // and cannot start it does not start either.
+    optim::mpi_pool::WorkerPoolOptions pool = *options.mpi_pool;
+    pool.store_dir = options.PoolStoreDir();
+    s->pool_ = std::make_unique<optim::mpi_pool::WorkerPool>(pool);
+    absl::Status started = s->pool_->EnsureStarted();
+    if (!started.ok()) {
+      return absl::Status(started.code(),
+                          absl::StrCat("the MPI worker pool (--mpi-pool=",
+                                       pool.ranks, ", store ", pool.store_dir,
+                                       ") did not start: ", started.message()));
+    }
+  }
+  ASSIGN_OR_RETURN(s->datasets_,
+                   DatasetManager::Create(s->db_.get(), s->pool_.get()));
   if (!options.metrics.listen.empty()) {
     DpoptServer* server = s.get();
     ASSIGN_OR_RETURN(s->metrics_, Metrics::Start(options.metrics, [server]() {
@@ -230,6 +265,7 @@ absl::StatusOr<std::unique_ptr<DpoptServer>> DpoptServer::Start(
   jo.workers = options.workers;
   jo.queue_capacity = options.queue_capacity;
   jo.mpi = options.mpi;
+  jo.pool = s->pool_.get();
   jo.dataset_cache.capacity_bytes = options.dataset_cache_mb << 20;
   jo.max_active_jobs_per_principal = options.limits.max_active_jobs;
   jo.max_job_work = options.max_job_work;
@@ -436,6 +472,7 @@ void DpoptServer::Shutdown() {
   metrics_.reset();
   jobs_.reset();
   datasets_.reset();
+  pool_.reset();  // shuts the pool's ranks down
   db_.reset();
   lock_.reset();
 }

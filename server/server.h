@@ -26,6 +26,11 @@ class Database;
 class FileLock;
 }  // namespace dpopt::storage
 
+namespace dpopt::optim::mpi_pool {
+struct WorkerPoolOptions;  // core/optim/mpi_pool/worker_pool.h
+class WorkerPool;
+}  // namespace dpopt::optim::mpi_pool
+
 namespace dpopt::server {
 
 class DatasetManager;
@@ -109,6 +114,13 @@ struct ServerOptions {
   // The Open MPI launcher (--mpirun and friends); unset = MPI jobs are
   // refused before charging.
   std::optional<optim::MpiSettings> mpi;
+  // The MPI worker pool (--mpi-pool=N and friends): started with the server
+  // (a pool that does not start stops the start), used by PlaceDataset and
+  // by jobs with JobSpec.execution = EXECUTION_MPI_POOL; null = no pool.
+  // An empty store_dir is PoolStoreDir()'s default. The server's flags
+  // never set allow_testing_worker (tests set it here). (A pointer so that
+  // this header needs no Eigen: the console includes it after cpp-httplib.)
+  std::shared_ptr<const optim::mpi_pool::WorkerPoolOptions> mpi_pool;
   // The ledger's high-water mark (storage/ledger_mark.h). Empty: db_path +
   // ".ledger-mark". The server refuses a database whose ledger is behind it.
   std::string ledger_mark_file;
@@ -134,6 +146,9 @@ struct ServerOptions {
                ? storage::DeletionRecord::DefaultPath(LedgerMarkFile())
                : deletion_record_file;
   }
+  // The pool ranks' shard directory: mpi_pool->store_dir, or db_path +
+  // ".pool-shards" made absolute.
+  std::string PoolStoreDir() const;
   std::string TokenFile() const {
     return curator_token_file.empty() ? db_path + ".curator-token"
                                       : curator_token_file;
@@ -196,6 +211,8 @@ class DpoptServer {
   int port_ = 0;
   std::unique_ptr<storage::FileLock> lock_;  // released after db_ closes
   std::unique_ptr<storage::Database> db_;
+  // Declared before the managers that use it (destroyed after them).
+  std::unique_ptr<optim::mpi_pool::WorkerPool> pool_;
   std::unique_ptr<TraceHub> hub_;
   std::unique_ptr<DatasetManager> datasets_;
   std::unique_ptr<JobManager> jobs_;

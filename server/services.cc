@@ -5,8 +5,10 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/common/status_macros.h"
@@ -404,8 +406,25 @@ grpc::Status DatasetServiceImpl::DeleteDataset(
             Authenticator::RequireCurator(call.caller(), "deleting datasets"));
         ASSIGN_OR_RETURN(storage::DatasetRecord r,
                          env_.db->datasets().Get(request->name()));
+        // A dataset placed on the worker pool is deleted only together
+        // with its shards: refused (nothing deleted, no job cancelled) when
+        // the pool cannot delete them now.
+        RETURN_IF_ERROR(datasets_->CheckPlacementDroppable(r));
         ASSIGN_OR_RETURN(int64_t cancelled,
                          jobs_->CancelDatasetJobs(r.name, absl::Seconds(60)));
+        // The shards first: if the pool fails now, the rows stay in the
+        // database (and the deletion can be retried).
+        ASSIGN_OR_RETURN(std::vector<v1::RankShard> dropped,
+                         datasets_->DropPlacement(r));
+        if (!dropped.empty()) {
+          std::vector<std::string> hosts;
+          for (const v1::RankShard& shard : dropped) {
+            hosts.push_back(
+                absl::StrCat("rank ", shard.rank(), "@", shard.host(), ":",
+                             shard.rows() > 0 ? "deleted" : "none"));
+          }
+          call.detail(absl::StrCat("pool shards: ", absl::StrJoin(hosts, " ")));
+        }
         ASSIGN_OR_RETURN(storage::DeletedDataset d,
                          env_.db->datasets().Delete(r.name));
         // The decoded rows go from memory too (a job that raced the
@@ -417,9 +436,35 @@ grpc::Status DatasetServiceImpl::DeleteDataset(
         out.set_blocks_deleted(d.blocks_deleted);
         out.set_wal_truncation_pending(d.wal_truncation_pending);
         *out.mutable_deleted_at() = ToTimestamp(d.record.deleted_at_micros);
+        for (v1::RankShard& shard : dropped) {
+          *out.add_pool_shards_deleted() = std::move(shard);
+        }
         return out;
       }(),
       response));
+}
+
+grpc::Status DatasetServiceImpl::PlaceDataset(
+    grpc::ServerContext* ctx, const v1::PlaceDatasetRequest* request,
+    v1::PlaceDatasetResponse* response) {
+  Call call(env_, ctx, "DatasetService/PlaceDataset", request);
+  call.dataset(request->name());
+  if (!call.admitted().ok()) return call.Done(call.admitted());
+  absl::StatusOr<v1::PlaceDatasetResponse> placed =
+      [&]() -> absl::StatusOr<v1::PlaceDatasetResponse> {
+    RETURN_IF_ERROR(
+        Authenticator::RequireCurator(call.caller(), "placing datasets"));
+    return datasets_->Place(request->name());
+  }();
+  if (placed.ok()) {
+    std::vector<std::string> hosts;
+    for (const v1::RankShard& shard : placed->shards()) {
+      hosts.push_back(absl::StrCat("rank ", shard.rank(), "@", shard.host(),
+                                   ":", shard.rows()));
+    }
+    call.detail(absl::StrCat("pool shards: ", absl::StrJoin(hosts, " ")));
+  }
+  return call.Done(Assign(std::move(placed), response));
 }
 
 // ---------------------------------------------------------------- budget

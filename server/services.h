@@ -46,6 +46,9 @@ class DatasetServiceImpl final : public v1::DatasetService::Service {
   grpc::Status DeleteDataset(grpc::ServerContext* ctx,
                              const v1::DeleteDatasetRequest* request,
                              v1::DeleteDatasetResponse* response) override;
+  grpc::Status PlaceDataset(grpc::ServerContext* ctx,
+                            const v1::PlaceDatasetRequest* request,
+                            v1::PlaceDatasetResponse* response) override;
 
  private:
   void HideInvisibleDummyTarget(const Caller& caller, v1::DatasetInfo& d) const;

@@ -410,9 +410,11 @@ absl::StatusOr<int64_t> DatasetStore::PurgeRowsLocked(Connection& conn,
                                                       int64_t id) {
   RETURN_IF_ERROR(conn.Execute("PRAGMA secure_delete=ON"));
   int64_t blocks = -1;
-  for (const char* sql : {"DELETE FROM dataset_blocks WHERE dataset_id = ?",
-                          "DELETE FROM dataset_features WHERE dataset_id = ?",
-                          "DELETE FROM grants WHERE dataset_id = ?"}) {
+  for (const char* sql :
+       {"DELETE FROM dataset_blocks WHERE dataset_id = ?",
+        "DELETE FROM dataset_features WHERE dataset_id = ?",
+        "DELETE FROM grants WHERE dataset_id = ?",
+        "DELETE FROM dataset_placements WHERE dataset_id = ?"}) {
     ASSIGN_OR_RETURN(Statement st, conn.Prepare(sql));
     RETURN_IF_ERROR(st.BindInt64(1, id));
     RETURN_IF_ERROR(st.Run());
@@ -613,6 +615,100 @@ absl::StatusOr<std::optional<DatasetRecord>> DatasetStore::FindDummyFor(
         RETURN_IF_ERROR(txn.Commit());
         return out;
       });
+}
+
+absl::StatusOr<DatasetPlacement> DatasetStore::RecordPlacement(
+    int64_t dataset_id, int64_t created_at_micros, int ranks,
+    const std::vector<PlacedShard>& shards) {
+  if (ranks < 1 || shards.size() != static_cast<size_t>(ranks)) {
+    return absl::InvalidArgumentError("a placement needs one shard per rank");
+  }
+  for (int r = 0; r < ranks; ++r) {
+    if (shards[r].rank != r || shards[r].rows < 0) {
+      return absl::InvalidArgumentError(
+          "a placement's shards must be ranks 0, 1, ... in order");
+    }
+  }
+  return db_.WithConnection([&](Connection& conn)
+                                -> absl::StatusOr<DatasetPlacement> {
+    Transaction txn(conn);
+    RETURN_IF_ERROR(txn.Begin(Transaction::Mode::kImmediate));
+    absl::StatusOr<DatasetRecord> live = GetByIdLocked(conn, dataset_id);
+    if (!live.ok() || live->deleted_at_micros != 0 ||
+        live->created_at_micros != created_at_micros) {
+      return absl::NotFoundError(absl::StrCat(
+          "dataset id ", dataset_id, " was deleted during its placement"));
+    }
+    ASSIGN_OR_RETURN(
+        Statement clear,
+        conn.Prepare("DELETE FROM dataset_placements WHERE dataset_id = ?"));
+    RETURN_IF_ERROR(clear.BindInt64(1, dataset_id));
+    RETURN_IF_ERROR(clear.Run());
+    DatasetPlacement out;
+    out.dataset_id = dataset_id;
+    out.ranks = ranks;
+    out.shards = shards;
+    out.placed_at_micros = internal::NowMicros();
+    for (const PlacedShard& shard : shards) {
+      ASSIGN_OR_RETURN(
+          Statement insert,
+          conn.Prepare("INSERT INTO dataset_placements(dataset_id, rank, "
+                       "ranks, host, num_rows, placed_at) VALUES(?, ?, "
+                       "?, ?, ?, ?)"));
+      RETURN_IF_ERROR(insert.BindInt64(1, dataset_id));
+      RETURN_IF_ERROR(insert.BindInt64(2, shard.rank));
+      RETURN_IF_ERROR(insert.BindInt64(3, ranks));
+      RETURN_IF_ERROR(insert.BindText(4, shard.host));
+      RETURN_IF_ERROR(insert.BindInt64(5, shard.rows));
+      RETURN_IF_ERROR(insert.BindInt64(6, out.placed_at_micros));
+      RETURN_IF_ERROR(insert.Run());
+    }
+    RETURN_IF_ERROR(txn.Commit());
+    return out;
+  });
+}
+
+absl::StatusOr<std::optional<DatasetPlacement>> DatasetStore::FindPlacement(
+    int64_t dataset_id) {
+  return db_.WithConnection(
+      [&](Connection& conn) -> absl::StatusOr<std::optional<DatasetPlacement>> {
+        ASSIGN_OR_RETURN(
+            Statement st,
+            conn.Prepare("SELECT rank, ranks, host, num_rows, placed_at FROM "
+                         "dataset_placements WHERE dataset_id = ? ORDER BY "
+                         "rank"));
+        RETURN_IF_ERROR(st.BindInt64(1, dataset_id));
+        DatasetPlacement p;
+        p.dataset_id = dataset_id;
+        for (;;) {
+          ASSIGN_OR_RETURN(bool row, st.Step());
+          if (!row) break;
+          PlacedShard shard;
+          shard.rank = static_cast<int>(st.ColumnInt64(0));
+          p.ranks = static_cast<int>(st.ColumnInt64(1));
+          shard.host = st.ColumnText(2);
+          shard.rows = st.ColumnInt64(3);
+          p.placed_at_micros = st.ColumnInt64(4);
+          p.shards.push_back(std::move(shard));
+        }
+        if (p.shards.empty()) return std::optional<DatasetPlacement>();
+        if (p.shards.size() != static_cast<size_t>(p.ranks)) {
+          return absl::DataLossError(
+              absl::StrCat("dataset id ", dataset_id, "'s placement has ",
+                           p.shards.size(), " shards for ", p.ranks, " ranks"));
+        }
+        return std::optional<DatasetPlacement>(std::move(p));
+      });
+}
+
+absl::Status DatasetStore::RemovePlacement(int64_t dataset_id) {
+  return db_.WithConnection([&](Connection& conn) -> absl::Status {
+    ASSIGN_OR_RETURN(
+        Statement st,
+        conn.Prepare("DELETE FROM dataset_placements WHERE dataset_id = ?"));
+    RETURN_IF_ERROR(st.BindInt64(1, dataset_id));
+    return st.Run();
+  });
 }
 
 absl::StatusOr<Eigen::MatrixXd> DatasetStore::LoadPublicSlopes(

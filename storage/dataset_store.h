@@ -76,6 +76,23 @@ struct DeletedDataset {
   bool wal_truncation_pending = false;
 };
 
+// One rank's shard of a dataset placed on the MPI worker pool.
+struct PlacedShard {
+  int rank = 0;
+  std::string host;
+  int64_t rows = 0;
+};
+
+// Where a dataset is placed on the worker pool (public: the pool's rank
+// count, hosts, the shards' row counts, which follow from the dataset's row
+// count).
+struct DatasetPlacement {
+  int64_t dataset_id = 0;
+  int ranks = 0;
+  std::vector<PlacedShard> shards;  // by rank, one per rank
+  int64_t placed_at_micros = 0;
+};
+
 class StagedImport;
 
 class DatasetStore {
@@ -161,6 +178,21 @@ class DatasetStore {
   // never read). FAILED_PRECONDITION for any other dataset, whose features
   // are private; NOT_FOUND; DATA_LOSS if the stored blocks are inconsistent.
   absl::StatusOr<Eigen::MatrixXd> LoadPublicSlopes(absl::string_view name);
+
+  // Records that live dataset `dataset_id`, as created at
+  // `created_at_micros`, is placed on a pool of `ranks` ranks with these
+  // shards (one per rank), replacing an earlier placement, in one
+  // transaction. NOT_FOUND if the dataset was deleted (or replaced) since;
+  // INVALID_ARGUMENT unless the shards are ranks 0..ranks-1.
+  absl::StatusOr<DatasetPlacement> RecordPlacement(
+      int64_t dataset_id, int64_t created_at_micros, int ranks,
+      const std::vector<PlacedShard>& shards);
+  // The placement of dataset `dataset_id`, or nullopt.
+  absl::StatusOr<std::optional<DatasetPlacement>> FindPlacement(
+      int64_t dataset_id);
+  // Forgets the placement of `dataset_id` (its shards were dropped from the
+  // pool). Deleting the dataset's rows removes it too.
+  absl::Status RemovePlacement(int64_t dataset_id);
 
   // All datasets that are not deleted, ordered by name.
   absl::StatusOr<std::vector<DatasetRecord>> List();

@@ -226,12 +226,27 @@ ALTER TABLE grants ADD COLUMN approval_timeout INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN approval_expires_at INTEGER NOT NULL DEFAULT 0;
 )sql";
 
+// Version 9 (MPI worker pool): where a dataset is placed on the pool, one
+// row per rank: the pool's rank count, the rank's host and the rows of its
+// shard, when it was placed. Removed with the dataset's rows.
+constexpr char kV9[] = R"sql(
+CREATE TABLE dataset_placements (
+  dataset_id INTEGER NOT NULL REFERENCES datasets(id),
+  rank INTEGER NOT NULL CHECK (rank >= 0),
+  ranks INTEGER NOT NULL CHECK (ranks > rank),
+  host TEXT NOT NULL,
+  num_rows INTEGER NOT NULL CHECK (num_rows >= 0),
+  placed_at INTEGER NOT NULL,
+  PRIMARY KEY (dataset_id, rank)
+);
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& SchemaMigrations() {
   static const auto* const kMigrations = new std::vector<Migration>{
-      {1, kV1}, {2, kV2}, {3, kV3}, {4, kV4},
-      {5, kV5}, {6, kV6}, {7, kV7}, {8, kV8},
+      {1, kV1}, {2, kV2}, {3, kV3}, {4, kV4}, {5, kV5},
+      {6, kV6}, {7, kV7}, {8, kV8}, {9, kV9},
   };
   return *kMigrations;
 }

@@ -97,7 +97,10 @@ absl::StatusOr<acc::AcceleratedOptions> TranslateOptions(
 }
 
 JobTypeTraits AcceleratedTraits(const AlgorithmSpec&) {
-  return JobTypeTraits();
+  JobTypeTraits t;
+  // Every method of the family reads rows only through the gradient oracle.
+  t.runs_on_worker_pool = true;
+  return t;
 }
 
 absl::StatusOr<std::unique_ptr<optim::Algorithm>> TranslateAccelerated(

@@ -16,6 +16,8 @@ using v1::AlgorithmSpec;
 JobTypeTraits GradientTraits(const AlgorithmSpec& a) {
   JobTypeTraits t;
   t.non_private = a.algorithm_case() == AlgorithmSpec::kGd;
+  // DP-GD, DP-SGD and GD read rows only through the gradient oracle.
+  t.runs_on_worker_pool = true;
   return t;
 }
 

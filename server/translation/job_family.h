@@ -22,6 +22,10 @@
 #include "core/optim/mpi_settings.h"
 #include "dpopt/v1/job_spec.pb.h"
 
+namespace dpopt::optim::mpi_pool {
+class WorkerPool;  // core/optim/mpi_pool/worker_pool.h
+}  // namespace dpopt::optim::mpi_pool
+
 namespace dpopt::server {
 
 // The kinds of stored datasets a job type can run on.
@@ -44,12 +48,20 @@ struct JobTypeTraits {
   DatasetKind dataset_kind = DatasetKind::kExamples;
   // Runs without privacy: only on public datasets, without a privacy target.
   bool non_private = false;
+  // Can read its rows on the server's MPI worker pool (JobSpec.execution =
+  // EXECUTION_MPI_POOL): its algorithm reads rows only through the run's
+  // RowSums (core/optim/row_sums.h: OpenRunRows, the private oracles), which
+  // come from SolveContext::remote_rows when it is set, and never from the
+  // dataset given to Run().
+  bool runs_on_worker_pool = false;
 };
 
 // What this server can run beyond the in-process engine (from its flags).
 struct ExecutionEnvironment {
   // The Open MPI launcher (--mpirun and friends); null = not configured.
   const optim::MpiSettings* mpi = nullptr;
+  // The MPI worker pool (--mpi-pool=N); null = none.
+  optim::mpi_pool::WorkerPool* pool = nullptr;
 };
 
 // Everything a family's translation may read.

@@ -48,7 +48,13 @@ absl::StatusOr<ls::DpLineSearchOptions> TranslateOptions(
   return o;
 }
 
-JobTypeTraits LineSearchTraits(const AlgorithmSpec&) { return JobTypeTraits(); }
+JobTypeTraits LineSearchTraits(const AlgorithmSpec&) {
+  JobTypeTraits t;
+  // The gradients and the line search's loss sums both come from the run's
+  // RowSums (core/optim/row_sums.h), which may be on the worker pool.
+  t.runs_on_worker_pool = true;
+  return t;
+}
 
 absl::StatusOr<std::unique_ptr<optim::Algorithm>> TranslateLineSearch(
     const TranslationInput& in) {

@@ -148,6 +148,15 @@ std::vector<Rpc> Table() {
              *s.datasets, &v1::DatasetService::Stub::DeleteDataset, r);
        },
        nf, pd, pd},
+      // This server has no worker pool: the curator is told so.
+      {"dpopt.v1.DatasetService.PlaceDataset",
+       [](Stubs& s, const std::string&) {
+         v1::PlaceDatasetRequest r;
+         r.set_name("private");
+         return Unary<v1::PlaceDatasetRequest, v1::PlaceDatasetResponse>(
+             *s.datasets, &v1::DatasetService::Stub::PlaceDataset, r);
+       },
+       C::FAILED_PRECONDITION, pd, pd},
       {"dpopt.v1.BudgetService.GetBudget",
        [](Stubs& s, const std::string&) {
          v1::GetBudgetRequest r;

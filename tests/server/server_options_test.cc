@@ -1,4 +1,4 @@
-// ServerOptions::Validate for the performance knobs.
+// ServerOptions::Validate for the performance knobs and the worker pool.
 #include <stdlib.h>
 
 #include <filesystem>
@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/optim/mpi_pool/worker_pool.h"
 #include "core/optim/parallel.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
@@ -84,6 +85,41 @@ TEST(ServerOptionsTest, TraceAndTransportLimitsRanges) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.flag;
     EXPECT_NE(s.message().find(c.flag), std::string::npos) << s;
   }
+}
+
+}  // namespace
+}  // namespace dpopt::server
+
+namespace dpopt::server {
+namespace {
+
+// The worker pool's options: checked with the server's (naming the flag),
+// the shard store defaulting to an absolute path beside the database.
+TEST(ServerOptionsTest, WorkerPoolOptionsAndTheStoreDefault) {
+  ServerOptions o = Valid();
+  EXPECT_EQ(
+      o.PoolStoreDir(),
+      (std::filesystem::current_path() / "unused.db.pool-shards").string());
+  optim::mpi_pool::WorkerPoolOptions p;
+  p.mpirun = "mpirun";
+  p.worker = "/usr/bin/dpopt-mpi-pool";
+  p.ranks = 2;
+  o.mpi_pool = std::make_shared<const optim::mpi_pool::WorkerPoolOptions>(p);
+  EXPECT_TRUE(o.Validate().ok()) << o.Validate();
+  p.store_dir = "/srv/shards";
+  o.mpi_pool = std::make_shared<const optim::mpi_pool::WorkerPoolOptions>(p);
+  EXPECT_EQ(o.PoolStoreDir(), "/srv/shards");
+  for (int ranks : {0, 1025}) {
+    p.ranks = ranks;
+    o.mpi_pool = std::make_shared<const optim::mpi_pool::WorkerPoolOptions>(p);
+    const absl::Status s = o.Validate();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << ranks;
+    EXPECT_NE(s.message().find("--mpi-pool"), std::string::npos) << s;
+  }
+  p.ranks = 2;
+  p.store_dir = "relative/shards";
+  o.mpi_pool = std::make_shared<const optim::mpi_pool::WorkerPoolOptions>(p);
+  EXPECT_EQ(o.Validate().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

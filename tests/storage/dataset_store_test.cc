@@ -480,6 +480,62 @@ TEST_F(DatasetStoreTest, DuplicateNameIsAlreadyExistsAndChangesNothing) {
   EXPECT_EQ(r.rows, 2);
 }
 
+// A worker-pool placement: recorded per rank, replaced by the next one,
+// refused for a dataset that is gone, and removed with the dataset's rows.
+TEST_F(DatasetStoreTest, PlacementIsRecordedReplacedAndRemovedWithTheRows) {
+  ASSERT_OK_AND_ASSIGN(
+      DatasetRecord r,
+      db_->datasets().Import(Libsvm("placed", 2), "1 1:1\n-1 2:1\n1 1:2\n"));
+  ASSERT_OK_AND_ASSIGN(auto none, db_->datasets().FindPlacement(r.id));
+  EXPECT_FALSE(none.has_value());
+  std::vector<PlacedShard> two = {{0, "host-a", 1}, {1, "host-b", 2}};
+  ASSERT_OK(db_->datasets().RecordPlacement(r.id, r.created_at_micros, 2, two));
+  ASSERT_OK_AND_ASSIGN(auto found, db_->datasets().FindPlacement(r.id));
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->ranks, 2);
+  ASSERT_EQ(found->shards.size(), 2u);
+  EXPECT_EQ(found->shards[1].host, "host-b");
+  EXPECT_EQ(found->shards[1].rows, 2);
+  EXPECT_GT(found->placed_at_micros, 0);
+  // A new placement replaces the old one's rows.
+  std::vector<PlacedShard> three = {
+      {0, "host-a", 1}, {1, "host-b", 1}, {2, "host-c", 1}};
+  ASSERT_OK(
+      db_->datasets().RecordPlacement(r.id, r.created_at_micros, 3, three));
+  ASSERT_OK_AND_ASSIGN(found, db_->datasets().FindPlacement(r.id));
+  EXPECT_EQ(found->ranks, 3);
+  EXPECT_EQ(Count("dataset_placements"), 3);
+  // Shards out of rank order, or not one per rank, are refused.
+  EXPECT_THAT(db_->datasets().RecordPlacement(r.id, r.created_at_micros, 2,
+                                              {{1, "b", 1}, {0, "a", 1}}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(
+      db_->datasets().RecordPlacement(r.id, r.created_at_micros, 3, two),
+      StatusIs(absl::StatusCode::kInvalidArgument));
+  // Another dataset's creation time (a reused id) is not this dataset.
+  EXPECT_THAT(
+      db_->datasets().RecordPlacement(r.id, r.created_at_micros + 1, 2, two),
+      StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_OK(db_->datasets().Delete("placed"));
+  EXPECT_EQ(Count("dataset_placements"), 0);
+  EXPECT_THAT(
+      db_->datasets().RecordPlacement(r.id, r.created_at_micros, 2, two),
+      StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(Count("dataset_placements"), 0);
+}
+
+TEST_F(DatasetStoreTest, RemovePlacementForgetsIt) {
+  ASSERT_OK_AND_ASSIGN(DatasetRecord r,
+                       db_->datasets().Import(Libsvm("placed", 2), "1 1:1\n"));
+  ASSERT_OK(db_->datasets().RecordPlacement(r.id, r.created_at_micros, 1,
+                                            {{0, "host-a", 1}}));
+  ASSERT_OK(db_->datasets().RemovePlacement(r.id));
+  ASSERT_OK_AND_ASSIGN(auto found, db_->datasets().FindPlacement(r.id));
+  EXPECT_FALSE(found.has_value());
+  ASSERT_OK_AND_ASSIGN(DatasetRecord still, db_->datasets().Get("placed"));
+  EXPECT_EQ(still.rows, 1);
+}
+
 TEST_F(DatasetStoreTest, SparseLoadRoundTripsExactly) {
   const std::string file =
       "+1 1:0.1 3:-2.5\n-1\n1 2:7 5:1e-300\n-1 5:3.141592653589793\n0.0 1:0\n";

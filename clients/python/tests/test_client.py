@@ -223,6 +223,28 @@ def test_dry_run_is_synthetic_and_charges_nothing(curator):
     assert any(j.id == job.id and j.synthetic_data for j in curator.jobs("adult"))
 
 
+def test_worker_pool_requests_without_a_pool_are_refused_before_charging(curator):
+    # This server runs without --mpi-pool: placing is refused, and so is a
+    # job asking for the pool, with nothing charged; a dry run ignores the
+    # execution field (synthetic rows in the server process).
+    assert dpopt.spec("adult", algorithm=dpopt.algorithms.gd(steps=1),
+                      execution="mpi_pool")["execution"] == "EXECUTION_MPI_POOL"
+    with pytest.raises(ValueError, match="execution must be one of"):
+        dpopt.spec("adult", algorithm=dpopt.algorithms.gd(steps=1), execution="cluster")
+    with pytest.raises(dpopt.InvalidRequestError, match="no worker pool") as e:
+        curator.place_dataset("adult")
+    assert e.value.code.name == "FAILED_PRECONDITION"
+    before = curator.ledger("adult")
+    pool_job = dpsgd(steps=30, execution="EXECUTION_MPI_POOL")
+    with pytest.raises(dpopt.InvalidRequestError, match="no worker pool"):
+        curator.submit(pool_job, progress=False)
+    assert curator.dataset("adult").placement is None
+    job = curator.submit(pool_job, dry_run=True, progress=False)
+    assert job.state == dpopt.JobState.SUCCEEDED and job.synthetic_data, job.message
+    assert job.spec.get("execution") == "EXECUTION_MPI_POOL"
+    assert len(curator.ledger("adult")) == len(before)
+
+
 def test_job_listing_pages(curator):
     ids = [curator.submit(dataset="adult-test", algorithm=dpopt.algorithms.gd(
         steps=2, learning_rate=0.5), model=dpopt.models.logistic_regression(l2=1e-3),

@@ -26,7 +26,8 @@ from dpopt.errors import (AuthenticationError, BudgetExhaustedError, DpoptError,
                           InvalidRequestError, JobFailedError, NotFoundError,
                           PermissionDeniedError, UnavailableError)
 from dpopt.results import (Budget, Calibration, Cost, Dataset, Estimate, Evaluation, Grant,
-                           JobState, Ledger, LedgerEntry, Principal, Result, TRACE_COLUMNS)
+                           JobState, Ledger, LedgerEntry, Placement, Principal, RankShard,
+                           Result, TRACE_COLUMNS)
 from dpopt.specs import algorithms, models, spec
 
 __version__ = "0.1.0"
@@ -36,5 +37,6 @@ __all__ = [
     "DpoptError", "AuthenticationError", "PermissionDeniedError", "NotFoundError",
     "BudgetExhaustedError", "InvalidRequestError", "UnavailableError", "JobFailedError",
     "Budget", "Calibration", "Cost", "Dataset", "Estimate", "Evaluation", "Grant",
-    "JobState", "Ledger", "LedgerEntry", "Principal", "Result", "TRACE_COLUMNS",
+    "JobState", "Ledger", "LedgerEntry", "Placement", "Principal", "RankShard", "Result",
+    "TRACE_COLUMNS",
 ]

@@ -12,8 +12,8 @@ import numpy as np
 from dpopt import errors, specs
 from dpopt._connection import make_channel, resolve_server, resolve_token
 from dpopt.results import (Budget, Dataset, Estimate, Grant, JobState, Ledger,
-                           LedgerEntry, Principal, Result, Calibration, Cost,
-                           Evaluation, _time)
+                           LedgerEntry, Placement, Principal, Result, Calibration,
+                           Cost, Evaluation, _time)
 from dpopt.v1 import dpopt_pb2, dpopt_pb2_grpc
 
 _CHUNK = 1 << 20
@@ -185,6 +185,21 @@ class Client:
         in it until the server's background retry truncates it.)"""
         r = self._call(self._datasets.DeleteDataset, dpopt_pb2.DeleteDatasetRequest(name=name))
         return r.cancelled_jobs
+
+    def place_dataset(self, name) -> Placement:
+        """Curators: places the dataset on the server's MPI worker pool
+        (``dpopt-server --mpi-pool=N``): the server reads its rows once and
+        sends each rank one contiguous shard, which the rank keeps on its
+        host. Jobs with ``"execution": "EXECUTION_MPI_POOL"`` then read their
+        rows there. Placing again replaces the shards; deleting the dataset
+        deletes them. Returns every rank's host and rows. The call's deadline
+        is 10x the client's timeout, as for imports. Raises
+        :class:`dpopt.InvalidRequestError` (FAILED_PRECONDITION) when the
+        server has no pool, :class:`dpopt.UnavailableError` when the pool
+        cannot be reached."""
+        r = self._call(self._datasets.PlaceDataset,
+                       dpopt_pb2.PlaceDatasetRequest(name=name), timeout=10 * self.timeout)
+        return Placement.from_place_reply(r)
 
     # ------------------------------------------------------------ budget
 

@@ -94,6 +94,45 @@ class Budget:
 
 
 @dataclasses.dataclass(frozen=True)
+class RankShard:
+    """One rank's shard of a dataset placed on the server's worker pool."""
+
+    rank: int
+    host: str
+    rows: int
+    ok: bool
+
+    @classmethod
+    def from_proto(cls, s):
+        return cls(s.rank, s.host, s.rows, s.ok)
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where a dataset is placed on the server's MPI worker pool
+    (:meth:`dpopt.Client.place_dataset`)."""
+
+    name: str
+    ranks: int
+    shards: List[RankShard]
+    placed_at: Optional[datetime.datetime]
+    # Whether the server's pool has this many ranks now (jobs run on the
+    # placement only then). Always True right after placing.
+    current: bool
+    proto: Any = dataclasses.field(repr=False, compare=False)
+
+    @classmethod
+    def from_place_reply(cls, r):
+        shards = [RankShard.from_proto(s) for s in r.shards]
+        return cls(r.name, len(shards), shards, _time(r.placed_at), True, r)
+
+    @classmethod
+    def from_dataset(cls, name, p):
+        return cls(name, p.ranks, [RankShard.from_proto(s) for s in p.shards],
+                   _time(p.placed_at), p.current, p)
+
+
+@dataclasses.dataclass(frozen=True)
 class Dataset:
     """Public metadata of a dataset (never row values)."""
 
@@ -114,6 +153,8 @@ class Dataset:
     # dataset: its dummy's name ("" when none).
     dummy_for: str = ""
     dummy_dataset: str = ""
+    # Set when the dataset is placed on the server's worker pool.
+    placement: Optional[Placement] = None
 
     @classmethod
     def from_proto(cls, d):
@@ -124,7 +165,8 @@ class Dataset:
             _enum_name(dpopt_pb2.NeighbouringRelation, d.relation, "NEIGHBOURING_RELATION_"),
             d.description, list(d.feature_names), _time(d.created_at),
             Budget.from_proto(d.budget) if d.HasField("budget") else None, d,
-            d.dummy_for, d.dummy_dataset)
+            d.dummy_for, d.dummy_dataset,
+            Placement.from_dataset(d.name, d.placement) if d.HasField("placement") else None)
 
 
 @dataclasses.dataclass(frozen=True)

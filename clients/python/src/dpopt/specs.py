@@ -79,9 +79,12 @@ models = _oneof_helpers(
     "Keyword helpers for JobSpec.model, one per loss (dpopt.models.names).")
 
 
+_EXECUTIONS = {"in_process": "EXECUTION_IN_PROCESS", "mpi_pool": "EXECUTION_MPI_POOL"}
+
+
 def spec(dataset, *, algorithm, model=None, epsilon=None, delta=None,
          accountant=None, evaluate_on=None, label=None, trace_every=None,
-         trace_iterates=None):
+         trace_iterates=None, execution=None):
     """Builds a job spec dict (proto3 JSON form of ``JobSpec``).
 
     Args:
@@ -95,6 +98,9 @@ def spec(dataset, *, algorithm, model=None, epsilon=None, delta=None,
         trace_every: record a trace point every this many steps (default:
             about 100 points).
         trace_iterates: also return the privatized iterates in the trace.
+        execution: ``"in_process"`` (the server's default) or ``"mpi_pool"``:
+            read the rows on the server's worker pool (the dataset must be
+            placed there, :meth:`dpopt.Client.place_dataset`).
     """
     out = {"dataset": dataset, "algorithm": algorithm}
     if model is not None:
@@ -110,6 +116,10 @@ def spec(dataset, *, algorithm, model=None, epsilon=None, delta=None,
         privacy["accountant"] = _ACCOUNTANTS[accountant.lower()]
     if privacy:
         out["privacy"] = privacy
+    if execution is not None:
+        if execution.lower() not in _EXECUTIONS:
+            raise ValueError(f"execution must be one of {sorted(_EXECUTIONS)}")
+        out["execution"] = _EXECUTIONS[execution.lower()]
     for key, value in (("evaluate_on", evaluate_on), ("label", label),
                        ("trace_every", trace_every), ("trace_iterates", trace_iterates)):
         if value is not None:
