@@ -146,7 +146,7 @@ WorkerPool::~WorkerPool() {
   // A pool the server started ends with it; an operator's pool stays up
   // (closing the connection closes this server's jobs on it).
   if (channel_ != nullptr && options_.connect.empty()) {
-    (void)Call(MessageType::kShutdown, "");
+    (void)Call(MessageType::kShutdown, "", absl::Seconds(5));
   }
   StopLocked();
 }
