@@ -25,7 +25,7 @@ while [[ $# -gt 0 ]]; do
     --target) targets=("$2"); shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
     --merge) merge=1; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "fuzz.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
