@@ -18,6 +18,16 @@ function(dpopt_library name)
   endif()
 endfunction()
 
+# Test targets of several source files compile as CMake unity builds: up to
+# DPOPT_TEST_UNITY_BATCH files per translation unit, so that the Eigen,
+# GoogleTest and library templates they share are instantiated and optimised
+# once per batch instead of once per file. Every file's tests still run; a
+# name at namespace scope must be unique within the target (the test files
+# name their helpers after what they test). Off with -DDPOPT_TEST_UNITY=OFF.
+option(DPOPT_TEST_UNITY "Compile multi-file test targets as unity builds" ON)
+set(DPOPT_TEST_UNITY_BATCH 4 CACHE STRING
+    "Test source files per unity translation unit")
+
 # dpopt_test(NAME SOURCES ... DEPS ... [LABELS ...] [TIMEOUT s] [COST s])
 # One ctest entry per test binary; GoogleTest + gmock main. COST: the
 # test's rough run time in seconds, for tests of a minute or more: ctest -jN
@@ -32,6 +42,11 @@ function(dpopt_test name)
                          ${DPOPT_TEST_COMPILE_OPTIONS})
   if(TARGET dpopt_test_pch)
     target_precompile_headers(${name} REUSE_FROM dpopt_test_pch)
+  endif()
+  list(LENGTH ARG_SOURCES num_sources)
+  if(DPOPT_TEST_UNITY AND num_sources GREATER 1)
+    set_target_properties(${name} PROPERTIES UNITY_BUILD ON
+                          UNITY_BUILD_BATCH_SIZE ${DPOPT_TEST_UNITY_BATCH})
   endif()
   add_test(NAME ${name} COMMAND ${name})
   if(NOT ARG_TIMEOUT)

@@ -37,6 +37,12 @@ fi
 # unoptimised copies of Eigen's templates, which clang's -O1 library code
 # calls out of line: a statistical test (the pa_exponential audit) had not
 # finished after 13 minutes.
+# Each part's elapsed time goes to the log, as in scripts/test.sh.
+part_start=$SECONDS
+part_took() {
+  echo "== sanitize: $1 took $((SECONDS - part_start)) s"
+  part_start=$SECONDS
+}
 CXX=clang++ cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
   -DDPOPT_FUZZ=ON "${launcher[@]}" \
@@ -53,13 +59,15 @@ if [[ -z "$exclude" ]]; then
   ninja -C "$build" -j"${JOBS:-$(nproc)}"
 else
   # Every target (ninja's phony aliases of CMake's targets) except the
-  # excluded tests and the benchmark binaries.
+  # excluded tests and the benchmark binaries (tests/bench: scripts/bench.sh
+  # builds and runs them; none runs under the sanitizers).
   mapfile -t targets < <(ninja -C "$build" -t targets |
     sed -n 's/^\([^/:]*\): phony$/\1/p' |
-    grep -Ev '^(all|test|install|edit_cache|rebuild_cache|list_install_components|.*\.a|dpopt_bench|noise_bench)$' |
+    grep -Ev '^(all|test|install|edit_cache|rebuild_cache|list_install_components|.*\.a|dpopt_bench|noise_bench|dda_stream_memory)$' |
     grep -Ev "$exclude")
   ninja -C "$build" -j"${JOBS:-$(nproc)}" "${targets[@]}"
 fi
+part_took build
 # Abort on the first report; leak checking on; UBSan prints a stack.
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:strict_string_checks=1"
 export LSAN_OPTIONS="suppressions=$repo/tests/sanitizers/lsan.supp:print_suppressions=0"
@@ -67,9 +75,13 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 if [[ $tests -eq 1 ]]; then
   echo "== sanitizers: unit and integration tests (ASan + UBSan)"
   ctest --test-dir "$build" --output-on-failure -j"${JOBS:-2}" ${exclude:+-E "$exclude"}
+  part_took tests
 fi
 if [[ $fuzz -eq 1 ]]; then
   echo "== fuzzing: ${seconds} s per target from the committed corpus"
-  "$repo/scripts/fuzz.sh" --build-dir "$build" --seconds "$seconds"
+  # One target per core at a time: each still fuzzes for its full time.
+  "$repo/scripts/fuzz.sh" --build-dir "$build" --seconds "$seconds" \
+    --jobs "${JOBS:-$(nproc)}"
+  part_took fuzzing
 fi
 echo "SANITIZERS AND FUZZING CLEAN"

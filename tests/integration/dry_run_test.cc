@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -32,16 +31,6 @@ using ::testing::HasSubstr;
 
 std::string Read(const std::string& relative) {
   return ReadFileOrDie(DataPath(relative));
-}
-
-// The first `n` lines of a file.
-std::string Head(const std::string& text, int n) {
-  std::istringstream in(text);
-  std::string line, out;
-  for (int i = 0; i < n && std::getline(in, line); ++i) {
-    absl::StrAppend(&out, line, "\n");
-  }
-  return out;
 }
 
 std::vector<std::string> JobTypes() {
@@ -109,11 +98,11 @@ TEST(DryRunTest, EveryExampleDryRunsOnEveryDatasetKindItAcceptsWithoutRows) {
   // dry runs take seconds).
   ASSERT_TRUE(server
                   .Import(ExampleLibsvmHeader("adult", false),
-                          Head(Read("data/adult/a9a"), 4000))
+                          FirstLines(Read("data/adult/a9a"), 4000))
                   .ok());
   ASSERT_TRUE(server
                   .Import(ExampleLibsvmHeader("adult-test", true),
-                          Head(Read("data/adult/a9a.t"), 2000))
+                          FirstLines(Read("data/adult/a9a.t"), 2000))
                   .ok());
   ASSERT_TRUE(server
                   .Import(ExampleCsvHeader("quadratic-q"),

@@ -116,6 +116,15 @@ std::string ReadFileOrDie(const std::string& path) {
   return ss.str();
 }
 
+std::string FirstLines(const std::string& text, int n) {
+  size_t end = 0;
+  for (int i = 0; i < n && end < text.size(); ++i) {
+    const size_t newline = text.find('\n', end);
+    end = newline == std::string::npos ? text.size() : newline + 1;
+  }
+  return text.substr(0, end);
+}
+
 TestServer::TestServer(int workers, int queue_capacity)
     : workers_(workers), queue_capacity_(queue_capacity) {
   char tmpl[] = "/tmp/dpopt-it-XXXXXX";

@@ -87,6 +87,8 @@ v1::JobSpec QuickDpGdSpec(const std::string& dataset, double eps,
 // Path of a vendored data file (data/adult/a9a, ...), from $DPOPT_SOURCE_DIR.
 std::string DataPath(const std::string& relative);
 std::string ReadFileOrDie(const std::string& path);
+// The first `n` lines of `text` (all of them if it has fewer).
+std::string FirstLines(const std::string& text, int n);
 
 // Import headers of the bundled datasets the examples name
 // (examples/README.md). Private ones have room for every example's charge

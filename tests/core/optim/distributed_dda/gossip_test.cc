@@ -55,9 +55,9 @@ TEST(GraphTest, KindsAreConnectedWithTheExpectedEdges) {
   sparse.kind = GraphKind::kErdosRenyi;
   sparse.edge_probability = 1e-4;
   EXPECT_THAT(Graph::Build(50, sparse, 1).status(),
-              testing::StatusIs(absl::StatusCode::kInvalidArgument));
+              ::dpopt::testing::StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(Graph::Build(0, GraphOptions(), 1).status(),
-              testing::StatusIs(absl::StatusCode::kInvalidArgument));
+              ::dpopt::testing::StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // Doubly stochastic, local gossip for every mode on several graphs.
@@ -227,7 +227,7 @@ TEST(GossipTest, SpecExamplesOfMetropolisWeights) {
   // Too many edges per step.
   o.edges_per_step = 3;
   EXPECT_THAT(o.Validate(path),
-              testing::StatusIs(absl::StatusCode::kInvalidArgument));
+              ::dpopt::testing::StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(PublicStreamTest, DeterministicPerKeyAndRoughlyUniform) {

@@ -70,7 +70,7 @@ PublicDatasetInfo Info(int64_t rows, int64_t dimension) {
   return info;
 }
 
-PrivacyTarget Target(double epsilon) {
+PrivacyTarget EpsilonTarget(double epsilon) {
   PrivacyTarget t;
   t.epsilon = epsilon;
   t.delta = 1e-8;
@@ -142,7 +142,8 @@ TEST(GradientReleaseTest, NoiseStdOnTheSumIsClipOverSqrtTwoRho) {
   o.sampling_rate = 1;
   o.max_iterations = 1;
   ASSERT_OK_AND_ASSIGN(auto alg, NewDpLineSearch(o));
-  ASSERT_OK_AND_ASSIGN(Calibration c, alg->Calibrate(Info(n, d), Target(1)));
+  ASSERT_OK_AND_ASSIGN(Calibration c,
+                       alg->Calibrate(Info(n, d), EpsilonTarget(1)));
   const double m = static_cast<double>(n);  // q n, q = 1
   double sum_sq = 0;
   int64_t count = 0;
@@ -194,7 +195,8 @@ TEST(GradientReleaseTest, NormalisesByPublicExpectedBatchSize) {
   o.sampling_rate = 0.1;
   o.max_iterations = 1;
   ASSERT_OK_AND_ASSIGN(auto alg, NewDpLineSearch(o));
-  ASSERT_OK_AND_ASSIGN(Calibration c, alg->Calibrate(Info(n, 2), Target(1)));
+  ASSERT_OK_AND_ASSIGN(Calibration c,
+                       alg->Calibrate(Info(n, 2), EpsilonTarget(1)));
   ASSERT_OK_AND_ASSIGN(auto objective, Objective::Create(o.model, 2));
   const Eigen::VectorXd grad =
       objective->ExampleGradient(data, 0, Eigen::VectorXd::Zero(2));
@@ -239,7 +241,7 @@ TEST(GradientReleaseTest, FullBatchClipsEachExampleAndUsesPublicRows) {
   o.max_iterations = 1;
   ASSERT_OK_AND_ASSIGN(auto alg, NewDpLineSearch(o));
   ASSERT_OK_AND_ASSIGN(Calibration c,
-                       alg->Calibrate(Info(public_rows, 2), Target(1)));
+                       alg->Calibrate(Info(public_rows, 2), EpsilonTarget(1)));
   ASSERT_OK_AND_ASSIGN(auto objective, Objective::Create(o.model, 2));
   Eigen::VectorXd clipped_sum = Eigen::VectorXd::Zero(2);
   int clipped = 0;
