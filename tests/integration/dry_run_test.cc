@@ -22,6 +22,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "tests/integration/stored_rows.h"
 #include "tests/integration/test_server.h"
 
 namespace dpopt::testing {
@@ -49,27 +50,6 @@ v1::JobSpec Example(const std::string& type) {
       Read("examples/" + type + ".json"), &spec);
   EXPECT_TRUE(parsed.ok()) << parsed.message();
   return spec;
-}
-
-void Sql(const std::string& db, const std::string& statement) {
-  sqlite3* raw = nullptr;
-  ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
-  sqlite3_busy_timeout(raw, 5000);
-  char* error = nullptr;
-  const int rc = sqlite3_exec(raw, statement.c_str(), nullptr, nullptr, &error);
-  EXPECT_EQ(rc, SQLITE_OK) << (error != nullptr ? error : "");
-  sqlite3_free(error);
-  sqlite3_close(raw);
-}
-
-// Empties every stored label blob of the named dataset: any load of its
-// rows fails (DATA_LOSS), while its public metadata and, for a max-affine
-// problem, its public slopes stay readable.
-void MakeRowsUnreadable(TestServer& server, const std::string& dataset) {
-  Sql(server.db_path(),
-      absl::StrCat("UPDATE dataset_blocks SET labels = x'' WHERE dataset_id = "
-                   "(SELECT id FROM datasets WHERE name = '",
-                   dataset, "')"));
 }
 
 int64_t LedgerEntries(TestServer& server, const std::string& dataset) {

@@ -26,6 +26,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "tests/integration/stored_rows.h"
 #include "tests/integration/test_server.h"
 
 namespace dpopt::testing {
@@ -53,17 +54,6 @@ int FilesUnder(const std::filesystem::path& dir) {
     if (e.is_regular_file()) ++n;
   }
   return n;
-}
-
-void Sql(const std::string& db, const std::string& statement) {
-  sqlite3* raw = nullptr;
-  ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
-  sqlite3_busy_timeout(raw, 5000);
-  char* error = nullptr;
-  const int rc = sqlite3_exec(raw, statement.c_str(), nullptr, nullptr, &error);
-  EXPECT_EQ(rc, SQLITE_OK) << (error != nullptr ? error : "");
-  sqlite3_free(error);
-  sqlite3_close(raw);
 }
 
 int64_t LedgerEntries(TestServer& s, const std::string& dataset) {
@@ -195,9 +185,7 @@ TEST_F(MpiPoolServerTest, PlacesRunsRefusesAndDeletes) {
 
   // From here on the server cannot read the placed dataset's rows: a pool
   // job must not need them. (Control: an in-process job fails on them.)
-  Sql(s.db_path(),
-      "UPDATE dataset_blocks SET labels = x'' WHERE dataset_id = (SELECT id "
-      "FROM datasets WHERE name = 'placed')");
+  MakeRowsUnreadable(s, "placed");
   {
     v1::JobSpec control = PoolDpSgd("placed");
     control.set_execution(v1::EXECUTION_IN_PROCESS);
