@@ -63,7 +63,7 @@ else
   # builds and runs them; none runs under the sanitizers).
   mapfile -t targets < <(ninja -C "$build" -t targets |
     sed -n 's/^\([^/:]*\): phony$/\1/p' |
-    grep -Ev '^(all|test|install|edit_cache|rebuild_cache|list_install_components|.*\.a|dpopt_bench|noise_bench|dda_stream_memory)$' |
+    grep -Ev '^(all|test|install|edit_cache|rebuild_cache|list_install_components|.*\.a|dpopt_bench|noise_bench|dda_stream_memory|pool_bench)$' |
     grep -Ev "$exclude")
   ninja -C "$build" -j"${JOBS:-$(nproc)}" "${targets[@]}"
 fi
