@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -399,6 +400,56 @@ TEST_F(MpiPoolServerTest, ARankDyingMidJobFailsTheJobWhichStaysCharged) {
   req.set_name("placed");
   v1::DatasetInfo info;
   EXPECT_TRUE(s.datasets().GetDataset(&ctx, req, &info).ok());
+}
+
+// Cancelling a pool job stops it between two releases: the server stops
+// asking the ranks for sums and closes the job on every rank; the job ends
+// CANCELLED (still charged) and the pool serves the next job.
+TEST_F(MpiPoolServerTest, ACancelledPoolJobStopsAndThePoolServesTheNext) {
+  TestServer& s = *server_;
+  {
+    grpc::ClientContext ctx;
+    v1::PlaceDatasetRequest req;
+    req.set_name("placed");
+    v1::PlaceDatasetResponse out;
+    const grpc::Status st = s.datasets().PlaceDataset(&ctx, req, &out);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  v1::JobSpec long_job = PoolDpSgd("placed");
+  long_job.mutable_algorithm()->mutable_dp_sgd()->set_steps(200000);
+  v1::Job job;
+  grpc::Status st = Submit(s, long_job, &job);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  // Bounded wait for the job to be running on the pool.
+  const absl::Time limit = absl::Now() + absl::Seconds(120);
+  v1::Job now;
+  do {
+    absl::SleepFor(absl::Milliseconds(50));
+    grpc::ClientContext ctx;
+    v1::GetJobRequest req;
+    req.set_id(job.id());
+    ASSERT_TRUE(s.jobs().GetJob(&ctx, req, &now).ok());
+  } while (now.steps_done() < 5 && absl::Now() < limit);
+  ASSERT_GE(now.steps_done(), 5) << "the pool job never ran";
+  const absl::Time cancelled_at = absl::Now();
+  {
+    grpc::ClientContext ctx;
+    v1::CancelJobRequest req;
+    req.set_id(job.id());
+    v1::Job after;
+    ASSERT_TRUE(s.jobs().CancelJob(&ctx, req, &after).ok());
+  }
+  const v1::Job done = s.WaitForJob(job.id(), 60);
+  std::cout << "[figure] pool job cancelled after "
+            << absl::ToDoubleMilliseconds(absl::Now() - cancelled_at) << " ms"
+            << std::endl;
+  EXPECT_EQ(done.state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_LT(done.steps_done(), 200000);
+  EXPECT_EQ(LedgerEntries(s, "placed"), 1);
+  // The ranks are free: the next pool job runs to its end.
+  st = Submit(s, PoolDpSgd("placed"), &job);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(s.WaitForJob(job.id(), 120).state(), v1::JOB_STATE_SUCCEEDED);
 }
 
 }  // namespace
