@@ -85,22 +85,28 @@ absl::Status ChildProcess::ReadSome(std::string* out, absl::Time deadline) {
   return ReadSomeFd(&out_, out, deadline);
 }
 
+int TerminateProcessGroup(pid_t pid) {
+  int status = 0;
+  kill(-pid, SIGTERM);
+  const absl::Time limit = absl::Now() + absl::Seconds(3);
+  while (absl::Now() < limit) {
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      kill(-pid, SIGKILL);  // stragglers in the group
+      return status;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  kill(-pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return status;
+}
+
 int ChildProcess::Terminate() {
   CloseFd(&in_);
   CloseFd(&out_);
   if (reaped_) return status_;
   reaped_ = true;
-  kill(-pid_, SIGTERM);
-  const absl::Time limit = absl::Now() + absl::Seconds(3);
-  while (absl::Now() < limit) {
-    if (waitpid(pid_, &status_, WNOHANG) == pid_) {
-      kill(-pid_, SIGKILL);  // stragglers in the group
-      return status_;
-    }
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  kill(-pid_, SIGKILL);
-  waitpid(pid_, &status_, 0);
+  status_ = TerminateProcessGroup(pid_);
   return status_;
 }
 

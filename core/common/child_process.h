@@ -18,6 +18,11 @@
 
 namespace dpopt {
 
+// Ends the process group led by `pid`: SIGTERM, then SIGKILL after 3 s (and
+// to stragglers once the leader has exited); reaps `pid` and returns its wait
+// status.
+int TerminateProcessGroup(pid_t pid);
+
 class ChildProcess final : public ByteChannel {
  public:
   // Starts argv[0] (looked up in PATH) with the caller's environment plus

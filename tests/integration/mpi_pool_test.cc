@@ -84,6 +84,16 @@ v1::JobSpec PoolDpSgd(const std::string& dataset) {
       dataset));
 }
 
+// The curator places `dataset` on the server's pool.
+grpc::Status Place(TestServer& s, const std::string& dataset,
+                   v1::PlaceDatasetResponse* out = nullptr) {
+  grpc::ClientContext ctx;
+  v1::PlaceDatasetRequest req;
+  req.set_name(dataset);
+  v1::PlaceDatasetResponse ignored;
+  return s.datasets().PlaceDataset(&ctx, req, out != nullptr ? out : &ignored);
+}
+
 grpc::Status Submit(TestServer& s, const v1::JobSpec& spec, v1::Job* job) {
   grpc::ClientContext ctx;
   v1::SubmitJobRequest req;
@@ -298,13 +308,7 @@ TEST_F(MpiPoolServerTest, PlacesRunsRefusesAndDeletes) {
 // nothing; with the pool back, the deletion goes through.
 TEST_F(MpiPoolServerTest, DeletionWithoutThePoolIsRefusedAndDeletesNothing) {
   TestServer& s = *server_;
-  {
-    grpc::ClientContext ctx;
-    v1::PlaceDatasetRequest req;
-    req.set_name("placed");
-    v1::PlaceDatasetResponse out;
-    ASSERT_TRUE(s.datasets().PlaceDataset(&ctx, req, &out).ok());
-  }
+  ASSERT_TRUE(Place(s, "placed").ok());
   const int files = FilesUnder(store_);
   ASSERT_GE(files, kRanks);
   // The same database, no pool this time.
@@ -350,13 +354,7 @@ TEST_F(MpiPoolServerTest, DeletionWithoutThePoolIsRefusedAndDeletesNothing) {
 // pool.
 TEST_F(MpiPoolServerTest, ForgottenShardsAreDroppedWithTheDataset) {
   TestServer& s = *server_;
-  {
-    grpc::ClientContext ctx;
-    v1::PlaceDatasetRequest req;
-    req.set_name("placed");
-    v1::PlaceDatasetResponse out;
-    ASSERT_TRUE(s.datasets().PlaceDataset(&ctx, req, &out).ok());
-  }
+  ASSERT_TRUE(Place(s, "placed").ok());
   ASSERT_GE(FilesUnder(store_), kRanks);
   Sql(s.db_path(), "DELETE FROM dataset_placements");
   grpc::ClientContext ctx;
@@ -379,14 +377,7 @@ TEST_F(MpiPoolServerTest, ARankDyingMidJobFailsTheJobWhichStaysCharged) {
   s.Stop();
   worker_args_ = {"--test-fault=die:1:5"};  // rank 1 dies after 5 sums
   s.Start();
-  {
-    grpc::ClientContext ctx;
-    v1::PlaceDatasetRequest req;
-    req.set_name("placed");
-    v1::PlaceDatasetResponse out;
-    const grpc::Status st = s.datasets().PlaceDataset(&ctx, req, &out);
-    ASSERT_TRUE(st.ok()) << st.error_message();
-  }
+  ASSERT_TRUE(Place(s, "placed").ok());
   v1::Job job;
   const grpc::Status st = Submit(s, PoolDpSgd("placed"), &job);
   ASSERT_TRUE(st.ok()) << st.error_message();
@@ -407,14 +398,7 @@ TEST_F(MpiPoolServerTest, ARankDyingMidJobFailsTheJobWhichStaysCharged) {
 // CANCELLED (still charged) and the pool serves the next job.
 TEST_F(MpiPoolServerTest, ACancelledPoolJobStopsAndThePoolServesTheNext) {
   TestServer& s = *server_;
-  {
-    grpc::ClientContext ctx;
-    v1::PlaceDatasetRequest req;
-    req.set_name("placed");
-    v1::PlaceDatasetResponse out;
-    const grpc::Status st = s.datasets().PlaceDataset(&ctx, req, &out);
-    ASSERT_TRUE(st.ok()) << st.error_message();
-  }
+  ASSERT_TRUE(Place(s, "placed").ok());
   v1::JobSpec long_job = PoolDpSgd("placed");
   long_job.mutable_algorithm()->mutable_dp_sgd()->set_steps(200000);
   v1::Job job;

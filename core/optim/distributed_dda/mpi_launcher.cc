@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/common/child_process.h"
 #include "core/common/status_macros.h"
 #include "core/noise/random.h"
 #include "core/optim/distributed_dda/wire.h"
@@ -40,24 +41,6 @@ absl::StatusOr<Pipe> MakePipe() {
         absl::StrCat("pipe2 failed: ", std::strerror(errno)));
   }
   return Pipe{fds[0], fds[1]};
-}
-
-// Terminates the process group: SIGTERM, then SIGKILL after 3 s; reaps pid.
-int KillAndReap(pid_t pid) {
-  int status = 0;
-  kill(-pid, SIGTERM);
-  const absl::Time limit = absl::Now() + absl::Seconds(3);
-  while (absl::Now() < limit) {
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) {
-      kill(-pid, SIGKILL);  // stragglers in the group
-      return status;
-    }
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  kill(-pid, SIGKILL);
-  waitpid(pid, &status, 0);
-  return status;
 }
 
 // Writes without raising SIGPIPE in the server if the reader is gone.
@@ -125,7 +108,8 @@ absl::Status CheckProductionWorker(const MpiSettings& settings) {
          absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(5));
   }
-  if (reaped != pid) status = KillAndReap(pid);  // did not exit in time
+  if (reaped != pid)
+    status = TerminateProcessGroup(pid);  // did not exit in time
   const bool exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   if (!exited_ok || output != absl::StrCat(kProductionWorkerIdentity, "\n")) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -314,7 +298,7 @@ absl::StatusOr<EngineResult> RunOnMpi(
   int status = 0;
   const bool must_kill = stopped || timed_out || !stream_error.ok();
   if (must_kill) {
-    status = KillAndReap(pid);
+    status = TerminateProcessGroup(pid);
   } else {
     // Both pipes closed: mpirun is exiting. Reap it within the deadline.
     for (;;) {
@@ -322,7 +306,7 @@ absl::StatusOr<EngineResult> RunOnMpi(
       if (r == pid) break;
       if (absl::Now() > deadline) {
         timed_out = true;
-        status = KillAndReap(pid);
+        status = TerminateProcessGroup(pid);
         break;
       }
       absl::SleepFor(absl::Milliseconds(20));

@@ -247,9 +247,10 @@ class PoolRank {
             "broadcast"));
     RETURN_IF_ERROR(WaitQuietly(&request));
     if (h.length == 0) return absl::OkStatus();
-    std::string copy = payload;
-    return Mpi(MPI_Bcast(copy.data(), static_cast<int>(copy.size()), MPI_BYTE,
-                         0, MPI_COMM_WORLD),
+    // The root only reads the buffer (MPI's signature is not const).
+    return Mpi(MPI_Bcast(const_cast<char*>(payload.data()),
+                         static_cast<int>(payload.size()), MPI_BYTE, 0,
+                         MPI_COMM_WORLD),
                "broadcast");
   }
 
